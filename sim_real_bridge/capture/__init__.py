@@ -1,0 +1,1 @@
+"""capture layer of sim_real_bridge."""

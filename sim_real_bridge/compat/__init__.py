@@ -1,0 +1,1 @@
+"""compat layer of sim_real_bridge."""

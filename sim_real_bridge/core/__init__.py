@@ -1,0 +1,1 @@
+"""core layer of sim_real_bridge."""

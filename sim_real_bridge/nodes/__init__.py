@@ -1,0 +1,1 @@
+"""nodes layer of sim_real_bridge."""

@@ -1,0 +1,1 @@
+"""offline layer of sim_real_bridge."""

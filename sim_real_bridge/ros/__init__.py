@@ -1,0 +1,1 @@
+"""ros layer of sim_real_bridge."""

@@ -1,0 +1,1 @@
+"""sim layer of sim_real_bridge."""
