@@ -27,3 +27,7 @@ class BagError(SimRealBridgeError):
 
 class SnapshotError(SimRealBridgeError):
     """A failure snapshot could not be written."""
+
+
+class TrajectoryError(SimRealBridgeError):
+    """A joint trajectory is malformed (joint names, sizes or times); the message says which."""
