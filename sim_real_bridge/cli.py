@@ -1,0 +1,133 @@
+"""The ``sim-real-bridge`` command line.
+
+    sim-real-bridge demo [--scenario NAME|PATH] [--duration S] [--summary PATH] [--record DIR]
+    sim-real-bridge replay BAG_OR_DIR... --out DIR [--workers N]
+    sim-real-bridge scenarios
+    sim-real-bridge graph {demo,bridge}
+
+Subcommands import what they need when they run, so ``replay`` and ``scenarios``
+work from a plain ``pip install`` without ROS 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from sim_real_bridge.errors import SimRealBridgeError
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="sim-real-bridge",
+        description="Audit a simulator against its physical twin: aligned residuals and attributed gap events.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="run the built-in MuJoCo robot, its stand-in, the mirror and the monitor")
+    demo.add_argument("--scenario", default="tour", help="built-in scenario name or path to a scenario YAML (default: tour)")
+    demo.add_argument("--duration", type=_positive_float, default=None, help="seconds to run (default: the scenario's duration_s)")
+    demo.add_argument("--summary", type=Path, default=None, help="where to write the summary JSON (default: OUT/summary.json)")
+    demo.add_argument("--record", type=Path, default=None, help="record every topic to this directory as a rosbag2 MCAP bag")
+    demo.add_argument("--out", type=Path, default=Path("out/demo"), help="output directory for snapshots, event log and logs (default: out/demo)")
+    demo.add_argument("--no-live", action="store_true", help="no live terminal view; print progress lines instead")
+
+    replay = sub.add_parser("replay", help="analyse recorded rosbag2 bags (MCAP or sqlite3) without ROS")
+    replay.add_argument("bags", nargs="+", type=Path, metavar="BAG_OR_DIR", help="bag files, bag directories, or directories of bags")
+    replay.add_argument("--out", type=Path, required=True, help="output directory for summary.json, report.html, divergence.mcap")
+    replay.add_argument("--workers", type=_positive_int, default=1, help="bags processed in parallel (default: 1)")
+    replay.add_argument("--config", type=Path, default=None, help="topic mapping and analysis parameters (YAML)")
+
+    sub.add_parser("scenarios", help="list the built-in scenarios")
+
+    graph = sub.add_parser("graph", help="print the node graph the launch files and the demo start")
+    graph.add_argument("which", choices=("demo", "bridge"))
+    return parser
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from sim_real_bridge.ros.demo_session import DemoRequest, run_demo
+
+    return run_demo(
+        DemoRequest(
+            scenario=args.scenario,
+            duration_s=args.duration,
+            summary_path=args.summary,
+            record_dir=args.record,
+            out_dir=args.out,
+            live=not args.no_live,
+        )
+    )
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from sim_real_bridge.offline.replay import ReplayRequest, run_replay
+
+    return run_replay(ReplayRequest(inputs=list(args.bags), out_dir=args.out, workers=args.workers, config_path=args.config))
+
+
+def _cmd_scenarios(args: argparse.Namespace) -> int:
+    from sim_real_bridge.sim.scenario import list_builtin_scenarios, load_scenario
+
+    for name in list_builtin_scenarios():
+        scenario = load_scenario(name)
+        kinds = ", ".join(f"{i.category}/{i.kind}" for i in scenario.injections) or "no injections"
+        print(f"{name:24s} {scenario.task:8s} {scenario.duration_s:6.1f} s  {kinds}")
+    return 0
+
+
+def _cmd_graph(args: argparse.Namespace) -> int:
+    from sim_real_bridge.resources import share_path
+    from sim_real_bridge.ros.graph import GRAPHS, GraphOptions
+    from sim_real_bridge.ros.runner import ros_arguments
+
+    for spec in GRAPHS[args.which](GraphOptions(config_dir=share_path("config"))):
+        print(f"{spec.fully_qualified_name}: {spec.executable} {' '.join(ros_arguments(spec))}")
+        for topic in spec.publishes:
+            print(f"    publishes {topic.name} [{topic.msg_type}]")
+    return 0
+
+
+COMMANDS = {"demo": _cmd_demo, "replay": _cmd_replay, "scenarios": _cmd_scenarios, "graph": _cmd_graph}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line; returns the exit code.
+
+    Errors of ours are printed as one line naming what is at fault, with exit code 2.
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except SimRealBridgeError as error:
+        print(f"sim-real-bridge {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

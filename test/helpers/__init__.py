@@ -1,0 +1,1 @@
+"""Helpers shared by tests (processes started by tests, message factories)."""
