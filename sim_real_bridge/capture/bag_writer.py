@@ -1,0 +1,258 @@
+"""Write rosbag2 MCAP bags with rosbags (no ROS install needed), crash-safely.
+
+Two output shapes, chosen by the path:
+
+- ``something.mcap``: one self-contained MCAP file (ros2 profile, message
+  definitions as schemas, the rosbag2 metadata record). ``ros2 bag info/play FILE``,
+  Foxglove and rosbags' MCAP storage reader all open it. Failure snapshots use this.
+- any other path: a rosbag2 bag directory (``metadata.yaml`` + ``<name>.mcap``), what
+  ``ros2 bag record -o`` makes. The demo recorder uses this.
+
+Partial-file protocol: the bag is written under ``.<name>.partial/<name>`` next to the
+target, its files fsynced when closed, then moved to the target with one atomic
+rename and the parent directory fsynced. A crash leaves only a ``.partial`` entry, so
+a target that exists is always complete; :func:`recover_partials` finishes or
+removes those entries at start.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.rosbag2.errors import WriterError
+from rosbags.typesys.store import Typestore
+
+from sim_real_bridge.errors import SnapshotError
+
+PARTIAL_SUFFIX = ".partial"
+# rosbag2 metadata version 9 is what Jazzy and Kilted write and read.
+ROSBAG2_VERSION = 9
+_MCAP_MAGIC = b"\x89MCAP0\r\n"
+
+
+def partial_dir_for(target: Path) -> Path:
+    """Return the hidden work directory used while ``target`` is being written."""
+    return target.parent / f".{target.name}{PARTIAL_SUFFIX}"
+
+
+def fsync_path(path: Path) -> None:
+    """fsync one file or directory."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(path: Path) -> None:
+    if path.is_dir():
+        for child in path.iterdir():
+            _fsync_tree(child)
+    fsync_path(path)
+
+
+def mcap_file_is_complete(path: Path) -> bool:
+    """Return True when ``path`` starts and ends with the MCAP magic (writer closed it)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(_MCAP_MAGIC))
+            handle.seek(0, os.SEEK_END)
+            if handle.tell() < 2 * len(_MCAP_MAGIC):
+                return False
+            handle.seek(-len(_MCAP_MAGIC), os.SEEK_END)
+            tail = handle.read(len(_MCAP_MAGIC))
+    except OSError:
+        return False
+    return head == _MCAP_MAGIC and tail == _MCAP_MAGIC
+
+
+def _os_error_text(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "")
+    return f"{exc.strerror or exc} ({name})" if name else str(exc)
+
+
+class BagWriter:
+    """Thin wrapper over rosbags' rosbag2 Writer (MCAP storage, metadata version 9).
+
+    Use as a context manager: on a clean exit the bag is finished and moved into
+    place; on an exception the partial output is removed. Every filesystem failure is
+    raised as :class:`SnapshotError` naming the path.
+
+    Args:
+        path: target, ``*.mcap`` for a single file, anything else for a bag directory.
+        typestore: provides message definitions (embedded in the bag) and serializers.
+    """
+
+    def __init__(self, path: Path | str, typestore: Typestore) -> None:
+        self.path = Path(path)
+        self.typestore = typestore
+        self.single_file = self.path.suffix == ".mcap"
+        self._work_dir = partial_dir_for(self.path)
+        self._bag_dir = self._work_dir / (self.path.stem if self.single_file else self.path.name)
+        self._writer: Writer | None = None
+        self._connections: dict[str, Any] = {}
+        self._msgtypes: dict[str, str] = {}
+        self.message_count = 0
+
+    # -- lifecycle -----------------------------------------------------------------
+    def open(self) -> BagWriter:
+        """Create the partial work directory and open the rosbags writer."""
+        if self.path.exists():
+            raise SnapshotError(f"cannot write bag {self.path}: it exists already")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self._work_dir.exists():
+                shutil.rmtree(self._work_dir)
+            self._work_dir.mkdir()
+            writer = Writer(self._bag_dir, version=ROSBAG2_VERSION, storage_plugin=StoragePlugin.MCAP)
+            writer.open()
+        except OSError as exc:
+            self._discard()
+            raise SnapshotError(f"cannot write bag {self.path}: {_os_error_text(exc)}") from exc
+        except WriterError as exc:
+            self._discard()
+            raise SnapshotError(f"cannot write bag {self.path}: {exc}") from exc
+        self._writer = writer
+        return self
+
+    def close(self) -> Path:
+        """Finish the bag, fsync it and move it atomically to :attr:`path`; return it."""
+        writer = self._require_open()
+        self._writer = None
+        try:
+            writer.close()
+            if self.single_file:
+                produced = self._bag_dir / f"{self._bag_dir.name}.mcap"
+                fsync_path(produced)
+                os.replace(produced, self.path)
+            else:
+                _fsync_tree(self._bag_dir)
+                os.replace(self._bag_dir, self.path)
+            fsync_path(self.path.parent)
+        except (OSError, WriterError) as exc:
+            self._discard()
+            detail = _os_error_text(exc) if isinstance(exc, OSError) else str(exc)
+            raise SnapshotError(f"cannot write bag {self.path}: {detail}") from exc
+        self._discard()
+        return self.path
+
+    def abort(self) -> None:
+        """Drop everything written so far; the target is never created."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            try:
+                writer.abort()
+            except Exception:  # noqa: BLE001 - best effort while already failing
+                pass
+        self._discard()
+
+    def __enter__(self) -> BagWriter:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    # -- writing -------------------------------------------------------------------
+    def add_topic(self, topic: str, msgtype: str) -> None:
+        """Declare a topic; its message definition (with dependencies) is embedded.
+
+        Raises:
+            SnapshotError: the type is unknown to the typestore or the topic was
+                declared with another type.
+        """
+        writer = self._require_open()
+        known = self._msgtypes.get(topic)
+        if known is not None:
+            if known != msgtype:
+                raise SnapshotError(f"topic {topic} of bag {self.path} declared as {known}, not {msgtype}")
+            return
+        if msgtype not in self.typestore.types:
+            raise SnapshotError(f"unknown message type {msgtype} for topic {topic} of bag {self.path}")
+        try:
+            self._connections[topic] = writer.add_connection(topic, msgtype, typestore=self.typestore)
+        except OSError as exc:
+            raise SnapshotError(f"cannot write bag {self.path}: {_os_error_text(exc)}") from exc
+        self._msgtypes[topic] = msgtype
+
+    def write(self, topic: str, stamp_ns: int, data: bytes | memoryview) -> None:
+        """Write one serialized (CDR) message with log time ``stamp_ns``."""
+        writer = self._require_open()
+        connection = self._connections.get(topic)
+        if connection is None:
+            raise SnapshotError(f"topic {topic} was not added to bag {self.path}")
+        try:
+            writer.write(connection, int(stamp_ns), data)
+        except OSError as exc:
+            raise SnapshotError(f"cannot write bag {self.path}: {_os_error_text(exc)}") from exc
+        self.message_count += 1
+
+    def write_message(self, topic: str, stamp_ns: int, msg: object) -> None:
+        """Serialize a rosbags message object of the topic's type and write it."""
+        msgtype = self._msgtypes.get(topic)
+        if msgtype is None:
+            raise SnapshotError(f"topic {topic} was not added to bag {self.path}")
+        self.write(topic, stamp_ns, self.typestore.serialize_cdr(msg, msgtype))
+
+    # -- helpers -------------------------------------------------------------------
+    def _require_open(self) -> Writer:
+        if self._writer is None:
+            raise SnapshotError(f"bag {self.path} is not open")
+        return self._writer
+
+    def _discard(self) -> None:
+        shutil.rmtree(self._work_dir, ignore_errors=True)
+
+
+def recover_partials(directory: Path | str) -> list[tuple[Path, str]]:
+    """Finish or remove every ``.partial`` work entry left in ``directory`` by a crash.
+
+    A work directory whose bag was closed (complete MCAP, and metadata.yaml for a bag
+    directory) but not yet moved is moved into place, unless the target exists;
+    anything else is removed.
+
+    Returns:
+        (path, action) pairs, action being ``"finished"`` or ``"removed"``.
+    """
+    directory = Path(directory)
+    actions: list[tuple[Path, str]] = []
+    if not directory.is_dir():
+        return actions
+    for work in sorted(directory.glob(f".*{PARTIAL_SUFFIX}")):
+        target = directory / work.name[1 : -len(PARTIAL_SUFFIX)]
+        finished = False
+        if work.is_dir() and not target.exists():
+            if target.suffix == ".mcap":
+                produced = work / target.stem / f"{target.stem}.mcap"
+                if mcap_file_is_complete(produced):
+                    fsync_path(produced)
+                    os.replace(produced, target)
+                    finished = True
+            else:
+                bag = work / target.name
+                mcap = bag / f"{target.name}.mcap"
+                if (bag / "metadata.yaml").is_file() and mcap_file_is_complete(mcap):
+                    _fsync_tree(bag)
+                    os.replace(bag, target)
+                    finished = True
+        if work.is_dir():
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            work.unlink(missing_ok=True)
+        actions.append((target if finished else work, "finished" if finished else "removed"))
+    if actions:
+        fsync_path(directory)
+    return actions
