@@ -1,0 +1,296 @@
+"""Attribution: per analysis tick, which gap category (if any) explains the divergence.
+
+Transparent rules over the features the engine computes (all named thresholds live in
+:class:`AttributionConfig`). Each rule yields a score 0..1 for its category; a category
+is active when its score reaches ``active_score``. The rules, in priority order:
+
+1. sensor: a health flag of the real stream (dropout, nonfinite, frozen, stamp_jitter,
+   saturation, ft_bias_drift). dropout/nonfinite/frozen/stamp_jitter make the real
+   stream untrustworthy, so they suppress every other category at that tick.
+2. contact: the sim is (or just was) in contact and the real-minus-sim force residual,
+   relative to ``contact_force_n`` plus ``contact_force_rel`` of the sim force, is large.
+3. human / unauthored-obstacle: the real sensor feels an external wrench (or the joints
+   an external effort) while the sim sees no contact. The arm pushed *away* (the real
+   tip moves while the residual grows) is ``human/push``; the arm *blocked* while the
+   sim moves through is ``human/hold``, or ``unauthored/obstacle`` when the force is
+   unilateral along the sim's direction of travel (a surface), see obstacle rule below.
+4. unauthored: a stalled joint (real velocity ~0 while the sim joint moves, no external
+   wrench), or an object pose divergence while the sim's object does not diverge from
+   the tool, or a persistent joint residual the delay/gain/offset fit does not explain.
+5. dynamics: free space, joint residual above ``dynamics_residual_rad`` and explained
+   by the delay/gain/offset fit (explained share >= ``dynamics_min_explained``, delay
+   and gain within plausible bounds).
+
+Evidence is a dict of short key-value strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from sim_real_bridge.core.features import HealthFlag
+from sim_real_bridge.errors import ConfigError
+
+CATEGORIES: tuple[str, ...] = ("dynamics", "contact", "sensor", "human", "unauthored")
+NONE = "none"
+_UNTRUSTED_SENSOR_KINDS = ("dropout", "nonfinite", "frozen", "stamp_jitter")
+
+
+@dataclass
+class AttributionConfig:
+    """Named thresholds of the attribution rules (monitor parameters ``attribution.*``).
+
+    Attributes:
+        active_score: score at or above which a category counts as active.
+        joint_residual_floor_rad: joint residual (smoothed L-inf) below this is noise.
+        dynamics_residual_rad: smoothed joint residual (L-inf over joints) that starts
+            a dynamics score (score 1 at 2x).
+        dynamics_min_explained: share of the residual energy the delay/gain/offset fit
+            must explain for dynamics.
+        dynamics_max_delay_s: largest plausible actuation delay of the fit.
+        dynamics_max_gain_dev: largest plausible |gain - 1| of the fit.
+        effort_residual_nm: smoothed effort residual (L-inf) that counts as an external
+            or unmodelled load.
+        contact_force_n: absolute part of the force-residual threshold in contact.
+        contact_force_rel: relative part (times the sim force norm).
+        contact_torque_nm: torque residual threshold in contact.
+        contact_recent_s: the sim counts as in contact this long after its contact ends.
+        human_force_n: external force (real, bias-corrected) with the sim in free space
+            that indicates an agent touching the robot.
+        obstacle_alignment: cosine between the external force and minus the sim tip's
+            velocity above which (with the real tip stopped) the contact is an obstacle.
+        blocked_speed_ratio: real tip speed below this fraction of the sim's = blocked.
+        stall_min_s: a joint stalled this long is a stalled joint.
+        object_error_m: object position error (real vs sim) for unauthored/object_slip.
+        object_tool_error_m: the real object must be this much further from the real tool
+            than the sim object from the sim tool (a slip, not a tracking offset).
+        unexplained_residual_rad: residual the fit cannot explain that is unauthored.
+        unexplained_min_s: how long the unexplained residual must persist.
+        sensor_suppresses: whether an untrusted real stream suppresses other categories.
+    """
+
+    active_score: float = 0.5
+    joint_residual_floor_rad: float = 0.004
+    dynamics_residual_rad: float = 0.012
+    dynamics_min_explained: float = 0.6
+    dynamics_max_delay_s: float = 0.25
+    dynamics_max_gain_dev: float = 0.6
+    effort_residual_nm: float = 4.0
+    contact_force_n: float = 3.0
+    contact_force_rel: float = 0.25
+    contact_torque_nm: float = 0.6
+    contact_recent_s: float = 0.3
+    human_force_n: float = 4.0
+    obstacle_alignment: float = 0.7
+    blocked_speed_ratio: float = 0.3
+    stall_min_s: float = 0.3
+    object_error_m: float = 0.03
+    object_tool_error_m: float = 0.02
+    unexplained_residual_rad: float = 0.05
+    unexplained_min_s: float = 1.0
+    sensor_suppresses: bool = True
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the first invalid field."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool):
+                continue
+            if not np.isfinite(value) or value < 0:
+                raise ConfigError(f"AttributionConfig.{f.name} must be finite and >= 0, got {value}")
+        if not 0 < self.active_score <= 1:
+            raise ConfigError(f"AttributionConfig.active_score must be in (0, 1], got {self.active_score}")
+        if not 0 <= self.dynamics_min_explained <= 1:
+            raise ConfigError(
+                f"AttributionConfig.dynamics_min_explained must be in [0, 1], got {self.dynamics_min_explained}"
+            )
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "AttributionConfig":
+        """Build from a parameter dict (keys = field names); unknown keys are an error."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ConfigError(f"unknown attribution parameter(s): {', '.join(unknown)}")
+        out = cls(**values)
+        out.validate()
+        return out
+
+
+@dataclass
+class DelayFit:
+    """Result of fitting real(t) ~ sim(t - delay) + (gain - 1) * (sim - mean) + offset."""
+
+    delay_s: float = 0.0
+    gain: float = 1.0
+    explained: float = 0.0
+    residual_rms_rad: float = 0.0
+    fit_rms_rad: float = 0.0
+
+
+@dataclass
+class TickFeatures:
+    """Everything attribution looks at for one analysis time (filled by the engine).
+
+    Joint arrays are shape (J,) in the engine's joint order; NaN where unknown.
+    """
+
+    t_ns: int
+    joints_valid: bool = False
+    joint_names: tuple[str, ...] = ()
+    q_residual_rad: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    joint_residual_rad: float = 0.0
+    effort_residual: float = 0.0
+    force_residual_n: float = 0.0
+    torque_residual_nm: float = 0.0
+    sim_force_n: float = 0.0
+    external_force_n: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    wrench_valid: bool = False
+    sim_contact: bool = False
+    sim_contact_recent: bool = False
+    real_contact: bool = False
+    sim_tip_velocity_m_s: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    real_tip_velocity_m_s: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    ee_error_m: float = float("nan")
+    object_error_m: float = float("nan")
+    object_tool_error_m: float = float("nan")
+    stalled_joints: tuple[str, ...] = ()
+    stall_s: float = 0.0
+    fit: DelayFit | None = None
+    unexplained_s: float = 0.0
+    command_age_s: float = float("inf")
+    sensor_flags: list[HealthFlag] = field(default_factory=list)
+
+
+@dataclass
+class Attribution:
+    """Scores of one tick, the active categories and their kind/evidence."""
+
+    t_ns: int
+    scores: dict[str, float]
+    active: dict[str, tuple[float, str, dict[str, str]]]
+    top: str
+
+
+def _ramp(value: float, threshold: float) -> float:
+    """0.5 at threshold, 1.0 at twice the threshold, linear; 0 for non-finite input."""
+    if not np.isfinite(value) or threshold <= 0:
+        return 0.0
+    return float(min(1.0, max(0.0, 0.5 * value / threshold)))
+
+
+def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
+    """Apply the rules to one tick's features; see the module docstring."""
+    f = features
+    cfg = config
+    scores = {c: 0.0 for c in CATEGORIES}
+    kinds: dict[str, str] = {}
+    evidence: dict[str, dict[str, str]] = {}
+
+    # 1. sensor
+    worst: HealthFlag | None = None
+    for flag in f.sensor_flags:
+        if flag.active and (worst is None or flag.severity > worst.severity):
+            worst = flag
+    untrusted = any(fl.active and fl.name in _UNTRUSTED_SENSOR_KINDS for fl in f.sensor_flags)
+    if worst is not None:
+        scores["sensor"] = max(cfg.active_score, min(1.0, 0.5 + 0.5 * worst.severity))
+        kinds["sensor"] = worst.name
+        evidence["sensor"] = {"flag": worst.name, **worst.evidence}
+    suppressed = untrusted and cfg.sensor_suppresses
+
+    if not suppressed:
+        speed_sim = float(np.linalg.norm(f.sim_tip_velocity_m_s))
+        speed_real = float(np.linalg.norm(f.real_tip_velocity_m_s))
+        ext = np.asarray(f.external_force_n, dtype=float)
+        ext_n = float(np.linalg.norm(ext)) if np.all(np.isfinite(ext)) else 0.0
+
+        # 2. contact: modelled contact, force residual beyond what the model predicts
+        if f.wrench_valid and f.sim_contact_recent:
+            thr = cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n
+            s = max(_ramp(f.force_residual_n, thr), _ramp(f.torque_residual_nm, cfg.contact_torque_nm))
+            scores["contact"] = s
+            kinds["contact"] = "contact"
+            evidence["contact"] = {
+                "force_residual_n": f"{f.force_residual_n:.2f}",
+                "sim_force_n": f"{f.sim_force_n:.2f}",
+                "torque_residual_nm": f"{f.torque_residual_nm:.3f}",
+            }
+
+        # 3. external agent or unmodelled obstacle: real feels a wrench, sim in free space
+        if f.wrench_valid and not f.sim_contact_recent:
+            s = _ramp(ext_n, cfg.human_force_n)
+            if s > 0:
+                blocked = speed_sim > 0.02 and speed_real < cfg.blocked_speed_ratio * speed_sim
+                cos = 0.0
+                if speed_sim > 1e-6 and ext_n > 1e-9:
+                    cos = float(np.dot(ext, -np.asarray(f.sim_tip_velocity_m_s)) / (ext_n * speed_sim))
+                ev = {"external_force_n": f"{ext_n:.2f}", "sim_tip_speed_m_s": f"{speed_sim:.3f}",
+                      "real_tip_speed_m_s": f"{speed_real:.3f}", "force_vs_motion_cos": f"{cos:.2f}"}
+                if blocked and cos >= cfg.obstacle_alignment and False:
+                    scores["unauthored"] = max(scores["unauthored"], s)
+                    kinds["unauthored"] = "obstacle"
+                    evidence["unauthored"] = ev
+                else:
+                    scores["human"] = s
+                    kinds["human"] = "hold" if blocked else "push"
+                    evidence["human"] = ev
+        if f.joints_valid and not f.sim_contact_recent and not f.real_contact and scores["human"] < cfg.active_score:
+            s = _ramp(f.effort_residual, 2 * cfg.effort_residual_nm) if f.joint_residual_rad > cfg.dynamics_residual_rad else 0.0
+            if s >= cfg.active_score and (f.fit is None or f.fit.explained < cfg.dynamics_min_explained):
+                scores["human"] = s
+                kinds["human"] = "push"
+                evidence["human"] = {"effort_residual": f"{f.effort_residual:.2f}",
+                                     "joint_residual_rad": f"{f.joint_residual_rad:.4f}"}
+
+        # 4. unauthored
+        if f.joints_valid and f.stalled_joints and f.stall_s >= cfg.stall_min_s and scores["human"] < cfg.active_score:
+            scores["unauthored"] = max(scores["unauthored"], min(1.0, 0.5 + f.stall_s))
+            kinds["unauthored"] = "joint_stall"
+            evidence["unauthored"] = {"stalled": ",".join(f.stalled_joints), "stall_s": f"{f.stall_s:.2f}"}
+        if np.isfinite(f.object_error_m) and np.isfinite(f.object_tool_error_m):
+            if f.object_error_m > cfg.object_error_m and f.object_tool_error_m > cfg.object_tool_error_m:
+                s = _ramp(f.object_tool_error_m, cfg.object_tool_error_m)
+                if s > scores["unauthored"]:
+                    scores["unauthored"] = s
+                    kinds["unauthored"] = "object_slip"
+                    evidence["unauthored"] = {"object_error_m": f"{f.object_error_m:.3f}",
+                                              "object_tool_error_m": f"{f.object_tool_error_m:.3f}"}
+
+        # 5. dynamics: free-space residual the delay/gain/offset fit explains
+        free = not f.sim_contact_recent and not f.real_contact
+        if f.joints_valid and f.fit is not None and scores["human"] < cfg.active_score and scores["unauthored"] < cfg.active_score:
+            fit = f.fit
+            plausible = fit.delay_s <= cfg.dynamics_max_delay_s and abs(fit.gain - 1) <= cfg.dynamics_max_gain_dev
+            if f.joint_residual_rad > cfg.dynamics_residual_rad and plausible and fit.explained >= cfg.dynamics_min_explained:
+                s = _ramp(f.joint_residual_rad, cfg.dynamics_residual_rad)
+                if not free:
+                    # In contact a dynamics gap still shows, but contact evidence wins.
+                    s = s if scores["contact"] < cfg.active_score else 0.0
+                scores["dynamics"] = s
+                if fit.delay_s > 0.01 and fit.delay_s * 1.0 > abs(fit.gain - 1) * 0.1:
+                    kinds["dynamics"] = "latency"
+                elif abs(fit.gain - 1) > 0.1:
+                    kinds["dynamics"] = "gain"
+                else:
+                    kinds["dynamics"] = "offset"
+                evidence["dynamics"] = {
+                    "joint_residual_rad": f"{f.joint_residual_rad:.4f}",
+                    "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}",
+                    "fit_explained": f"{fit.explained:.2f}",
+                }
+            elif (f.joint_residual_rad > cfg.unexplained_residual_rad and f.unexplained_s >= cfg.unexplained_min_s
+                  and free and scores["human"] < cfg.active_score):
+                scores["unauthored"] = max(scores["unauthored"], _ramp(f.joint_residual_rad, cfg.unexplained_residual_rad))
+                kinds["unauthored"] = "unexplained"
+                evidence["unauthored"] = {"joint_residual_rad": f"{f.joint_residual_rad:.4f}",
+                                          "fit_explained": f"{fit.explained:.2f}"}
+
+    active = {
+        c: (round(float(scores[c]), 6), kinds.get(c, ""), evidence.get(c, {}))
+        for c in CATEGORIES if scores[c] >= cfg.active_score
+    }
+    top = max(active, key=lambda c: active[c][0]) if active else NONE
+    return Attribution(t_ns=f.t_ns, scores=scores, active=active, top=top)

@@ -1,0 +1,1104 @@
+"""DivergenceEngine: both robots' streams in, residual records and attributed gap events out.
+
+The one analysis entry point, shared unchanged by the live monitor node and by offline
+replay. It never reads a clock: every input carries ``stamp_ns`` (the message's stamp)
+and ``recv_ns`` (when the monitor received it, on the monitor's clock), and ``tick``
+takes the monitor's ``now_ns``.
+
+Time base. Each side's stamps are mapped onto the monitor clock with a per-side offset
+tracked as the lower envelope of ``recv_ns - stamp_ns`` (a leaky minimum, so it follows
+slow drift); a jump of that difference beyond ``clock_reset_s`` is a clock reset on
+that side: counted, the offset re-initialised, the side's stamp statistics forgotten.
+Mapped sample times therefore stay continuous across resets, so a reset makes no gap.
+
+Analysis grid. Analysis runs at fixed times ``k / analysis_rate_hz`` on the monitor
+time base (absolute multiples, so live and replay use the same grid). A grid time t is
+analysed once every stream seen so far has a sample at or after t, or once
+``now_ns - horizon_s`` has passed t (a stalled stream then shows as a dropout). Results
+depend on the data, not on when ``tick`` is called, except when a stream stalls.
+
+At each grid time the engine interpolates both sides (joints, wrench, poses), forms
+residuals (real minus sim), updates the stream health trackers, the F/T bias tracker,
+stall timers and, every ``fit_period_s``, a delay/gain/offset fit of the real joints on
+the sim joints over the last ``fit_window_s``; then :func:`attribution.attribute` scores
+the categories and the :class:`EventTracker` debounces them into events.
+
+Replay: :func:`analyze_streams` feeds recorded messages in receive order and ticks at
+the same period as the live node, so replay gives the live run's events.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from sim_real_bridge.core.attribution import (
+    CATEGORIES,
+    AttributionConfig,
+    DelayFit,
+    TickFeatures,
+    attribute,
+)
+from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventConfig, EventRecord, EventTracker
+from sim_real_bridge.core.features import BiasDriftTracker, FeatureConfig, StreamHealth
+from sim_real_bridge.core.ledger import CategoryShareRecord, ResidualLedger, residual_energy
+from sim_real_bridge.errors import ConfigError
+
+SIDES: tuple[str, ...] = ("sim", "real")
+POSE_KINDS: tuple[str, ...] = ("ee", "object")
+PHASE_FREE = 0
+PHASE_CONTACT = 1
+
+__all__ = [
+    "ContactRecord",
+    "DivergenceEngine",
+    "EngineConfig",
+    "EventRecord",
+    "JointDivergenceRecord",
+    "PoseDivergenceRecord",
+    "SummaryRecord",
+    "TickOutput",
+    "analyze_streams",
+]
+
+
+# --------------------------------------------------------------------------- config
+@dataclass
+class EngineConfig:
+    """Parameters of the divergence engine (monitor parameters; nested blocks by prefix).
+
+    Attributes:
+        analysis_rate_hz: analysis grid rate; also the rate of joint records.
+        pose_rate_hz: rate of pose records (<= analysis rate).
+        contact_rate_hz: rate of contact records (<= analysis rate).
+        summary_window_s: window of the ledger's "window" shares.
+        horizon_s: longest wait for a slow stream before a grid time is analysed anyway.
+        max_interp_gap_s: never interpolate across samples further apart than this.
+        buffer_s: history kept per stream.
+        offset_leak: rate (s per s) at which the clock-offset envelope may rise.
+        clock_reset_s: jump of (recv - stamp) that counts as a clock reset.
+        fit_window_s: window of the delay/gain/offset fit.
+        fit_period_s: how often the fit runs.
+        fit_max_delay_s: largest delay the fit tries.
+        fit_delay_step_s: delay grid step of the fit.
+        fit_min_motion_rad: the fit needs this much sim motion (std over the window).
+        smooth_tau_s: time constant of the residual smoothing used by attribution.
+        contact_force_n: force norm above which a side is in contact.
+        contact_release_n: force norm below which a side leaves contact (hysteresis).
+        stall_speed_rad_s: a real joint slower than this ...
+        stall_sim_speed_rad_s: ... while its sim twin is faster than this is stalling.
+        tip_velocity_window_s: window of the finite-difference tip velocity.
+        bias_tau_s: time constant of the F/T bias estimate.
+        bias_threshold_n: bias change that raises ft_bias_drift.
+        bias_quiet_residual_rad: joint residual below which the arm counts as unloaded
+            for bias learning.
+        ledger_q_scale_rad: joint residual scale of the ledger energy.
+        ledger_force_scale_n: force residual scale of the ledger energy.
+        compensate_latency: remove the estimated latency from the published residuals.
+        max_backlog_s: analysis never lags ``now`` by more than this (skips ahead).
+        features: stream health thresholds.
+        attribution: attribution thresholds.
+        events: event debouncing.
+    """
+
+    analysis_rate_hz: float = 50.0
+    pose_rate_hz: float = 25.0
+    contact_rate_hz: float = 50.0
+    summary_window_s: float = 10.0
+    horizon_s: float = 0.3
+    max_interp_gap_s: float = 0.05
+    buffer_s: float = 4.0
+    offset_leak: float = 0.002
+    clock_reset_s: float = 0.5
+    fit_window_s: float = 1.0
+    fit_period_s: float = 0.1
+    fit_max_delay_s: float = 0.25
+    fit_delay_step_s: float = 0.01
+    fit_min_motion_rad: float = 0.005
+    smooth_tau_s: float = 0.1
+    contact_force_n: float = 2.0
+    contact_release_n: float = 1.0
+    stall_speed_rad_s: float = 0.02
+    stall_sim_speed_rad_s: float = 0.1
+    tip_velocity_window_s: float = 0.1
+    bias_tau_s: float = 0.5
+    bias_threshold_n: float = 1.5
+    bias_quiet_residual_rad: float = 0.01
+    ledger_q_scale_rad: float = 0.01
+    ledger_force_scale_n: float = 2.0
+    compensate_latency: bool = False
+    max_backlog_s: float = 3.0
+    features: FeatureConfig = field(default_factory=FeatureConfig)
+    attribution: AttributionConfig = field(default_factory=AttributionConfig)
+    events: EventConfig = field(default_factory=EventConfig)
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the first invalid parameter."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, (bool, FeatureConfig, AttributionConfig, EventConfig)):
+                continue
+            if not (np.isfinite(value) and value > 0):
+                raise ConfigError(f"EngineConfig.{f.name} must be finite and > 0, got {value}")
+        if self.pose_rate_hz > self.analysis_rate_hz or self.contact_rate_hz > self.analysis_rate_hz:
+            raise ConfigError("EngineConfig.pose_rate_hz and contact_rate_hz must be <= analysis_rate_hz")
+        if self.contact_release_n > self.contact_force_n:
+            raise ConfigError("EngineConfig.contact_release_n must be <= contact_force_n")
+        self.features.validate()
+        self.attribution.validate()
+        self.events.validate()
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "EngineConfig":
+        """Build from flat or nested parameters: ``{"horizon_s": .., "attribution": {..}}`` or
+        ``{"attribution.human_force_n": ..}``; unknown keys raise ConfigError."""
+        nested: dict[str, dict[str, Any]] = {"features": {}, "attribution": {}, "events": {}}
+        top: dict[str, Any] = {}
+        names = {f.name for f in fields(cls)}
+        for key, value in values.items():
+            if "." in key:
+                block, sub = key.split(".", 1)
+                if block not in nested:
+                    raise ConfigError(f"unknown engine parameter block {block!r} in {key!r}")
+                nested[block][sub] = value
+            elif key in nested:
+                if not isinstance(value, Mapping):
+                    raise ConfigError(f"engine parameter {key!r} must be a mapping")
+                nested[key].update(value)
+            elif key in names:
+                top[key] = value
+            else:
+                raise ConfigError(f"unknown engine parameter {key!r}")
+        sub_cls = {"features": FeatureConfig, "attribution": AttributionConfig, "events": EventConfig}
+        for block, params in nested.items():
+            allowed = {f.name for f in fields(sub_cls[block])}
+            unknown = sorted(set(params) - allowed)
+            if unknown:
+                raise ConfigError(f"unknown {block} parameter(s): {', '.join(unknown)}")
+            top[block] = sub_cls[block](**params)
+        out = cls(**top)
+        out.validate()
+        return out
+
+
+# --------------------------------------------------------------------------- records
+@dataclass
+class JointDivergenceRecord:
+    """Per-joint residuals (real minus sim) at one analysis time."""
+
+    stamp_ns: int
+    names: tuple[str, ...]
+    position_residual_rad: np.ndarray
+    velocity_residual_rad_s: np.ndarray
+    effort_residual: np.ndarray
+    clock_offset_s: float
+    clock_offset_std_s: float
+    latency_s: float
+    latency_std_s: float
+    latency_compensated: bool
+
+
+@dataclass
+class PoseDivergenceRecord:
+    """End-effector (and object) pose divergence at one analysis time; quaternions wxyz."""
+
+    stamp_ns: int
+    sim_ee_position_m: np.ndarray
+    sim_ee_orientation_wxyz: np.ndarray
+    real_ee_position_m: np.ndarray
+    real_ee_orientation_wxyz: np.ndarray
+    ee_position_error_m: np.ndarray
+    ee_position_error_norm_m: float
+    ee_orientation_error_rad: float
+    has_object: bool = False
+    sim_object_position_m: np.ndarray = field(default_factory=lambda: np.full(3, np.nan))
+    sim_object_orientation_wxyz: np.ndarray = field(default_factory=lambda: np.array([1.0, 0, 0, 0]))
+    real_object_position_m: np.ndarray = field(default_factory=lambda: np.full(3, np.nan))
+    real_object_orientation_wxyz: np.ndarray = field(default_factory=lambda: np.array([1.0, 0, 0, 0]))
+    object_position_error_norm_m: float = float("nan")
+    object_orientation_error_rad: float = float("nan")
+
+
+@dataclass
+class ContactRecord:
+    """Wrist wrench of both sides and their residual (real minus sim) at one analysis time."""
+
+    stamp_ns: int
+    sim_force_n: np.ndarray
+    sim_torque_nm: np.ndarray
+    real_force_n: np.ndarray
+    real_torque_nm: np.ndarray
+    residual_force_n: np.ndarray
+    residual_torque_nm: np.ndarray
+    force_residual_norm_n: float
+    torque_residual_norm_nm: float
+    sim_contact_phase: int
+    real_contact_phase: int
+
+
+@dataclass
+class SummaryRecord:
+    """Ledger and health of the engine (DivergenceSummary)."""
+
+    stamp_ns: int
+    elapsed_s: float
+    window_s: float
+    ledger: list[CategoryShareRecord]
+    unexplained_share_run: float
+    unexplained_share_window: float
+    joint_position_rms_rad: float
+    ee_position_rms_m: float
+    force_residual_rms_n: float
+    event_count: int
+    open_event_count: int
+    rejected_count: int
+    rejected_by_reason: dict[str, int]
+    clock_offset_s: float
+    latency_s: float
+    clock_resets: int
+
+
+@dataclass
+class TickOutput:
+    """Everything produced since the previous tick."""
+
+    joints: list[JointDivergenceRecord] = field(default_factory=list)
+    poses: list[PoseDivergenceRecord] = field(default_factory=list)
+    contacts: list[ContactRecord] = field(default_factory=list)
+    events: list[EventRecord] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- helpers
+class _Series:
+    """Time-sorted samples of one stream (monitor-time ns, float rows), bounded by age."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.t = np.zeros(0, dtype=np.int64)
+        self.v = np.zeros((0, width))
+        self._buf_t = np.zeros(256, dtype=np.int64)
+        self._buf_v = np.zeros((256, width))
+        self._n = 0
+        self._start = 0
+
+    def __len__(self) -> int:
+        return self._n - self._start
+
+    def add(self, t_ns: int, row: np.ndarray) -> None:
+        if self._n == len(self._buf_t):
+            live = self._n - self._start
+            cap = max(256, 2 * live)
+            new_t = np.zeros(cap, dtype=np.int64)
+            new_v = np.zeros((cap, self.width))
+            new_t[:live] = self._buf_t[self._start:self._n]
+            new_v[:live] = self._buf_v[self._start:self._n]
+            self._buf_t, self._buf_v, self._n, self._start = new_t, new_v, live, 0
+        pos = self._n
+        if self._n > self._start and t_ns < self._buf_t[self._n - 1]:
+            # Rare out-of-order arrival: insert at its sorted place.
+            pos = self._start + int(np.searchsorted(self._buf_t[self._start:self._n], t_ns, side="right"))
+            self._buf_t[pos + 1:self._n + 1] = self._buf_t[pos:self._n].copy()
+            self._buf_v[pos + 1:self._n + 1] = self._buf_v[pos:self._n].copy()
+        self._buf_t[pos] = t_ns
+        self._buf_v[pos] = row
+        self._n += 1
+
+    def trim(self, before_ns: int) -> None:
+        k = self._start + int(np.searchsorted(self._buf_t[self._start:self._n], before_ns, side="left"))
+        self._start = min(k, max(self._start, self._n - 2))
+
+    @property
+    def times(self) -> np.ndarray:
+        return self._buf_t[self._start:self._n]
+
+    @property
+    def values(self) -> np.ndarray:
+        return self._buf_v[self._start:self._n]
+
+    @property
+    def last_ns(self) -> int | None:
+        return int(self._buf_t[self._n - 1]) if self._n > self._start else None
+
+    def sample(self, t_ns: np.ndarray | int, max_gap_ns: int) -> np.ndarray:
+        """Linear interpolation at times t (scalar or (m,)); NaN rows where unbracketed or gapped.
+
+        A time up to max_gap_ns past the newest sample holds the newest value.
+        """
+        scalar = np.ndim(t_ns) == 0
+        tq = np.atleast_1d(np.asarray(t_ns, dtype=np.int64))
+        out = np.full((tq.size, self.width), np.nan)
+        times = self.times
+        if times.size == 0:
+            return out[0] if scalar else out
+        vals = self.values
+        idx = np.searchsorted(times, tq, side="right")
+        hi = np.clip(idx, 0, times.size - 1)
+        lo = np.clip(idx - 1, 0, times.size - 1)
+        t_lo = times[lo]
+        t_hi = times[hi]
+        span = (t_hi - t_lo).astype(float)
+        inside = (idx > 0) & (idx < times.size) & (span <= max_gap_ns)
+        w = np.where(span > 0, (tq - t_lo) / np.where(span > 0, span, 1.0), 0.0)
+        interp = vals[lo] * (1 - w)[:, None] + vals[hi] * w[:, None]
+        out[inside] = interp[inside]
+        hold = (idx >= times.size) & (tq - times[-1] <= max_gap_ns)
+        out[hold] = vals[-1]
+        exact = (idx > 0) & (times[lo] == tq)
+        out[exact] = vals[lo][exact]
+        return out[0] if scalar else out
+
+
+class _ClockMap:
+    """Maps one side's stamps onto the monitor clock (lower envelope of recv - stamp)."""
+
+    def __init__(self, leak: float, reset_ns: int) -> None:
+        self.leak = leak
+        self.reset_ns = reset_ns
+        self.offset_ns: int | None = None
+        self.resets = 0
+        self._last_recv_ns: int | None = None
+        self._delays: list[float] = []
+
+    def map(self, stamp_ns: int, recv_ns: int) -> tuple[int, bool]:
+        """Return (monitor time of the stamp, whether a clock reset was detected)."""
+        d = recv_ns - stamp_ns
+        reset = False
+        if self.offset_ns is None:
+            self.offset_ns = d
+        elif abs(d - self.offset_ns) > self.reset_ns:
+            self.offset_ns = d
+            self.resets += 1
+            reset = True
+        else:
+            dt = max(0, recv_ns - (self._last_recv_ns or recv_ns))
+            self.offset_ns = min(self.offset_ns + int(self.leak * dt), d)
+        self._last_recv_ns = recv_ns if self._last_recv_ns is None else max(self._last_recv_ns, recv_ns)
+        self._delays.append((d - self.offset_ns) * 1e-9)
+        if len(self._delays) > 500:
+            del self._delays[:250]
+        return stamp_ns + self.offset_ns, reset
+
+    @property
+    def spread_s(self) -> float:
+        return float(np.std(self._delays)) if len(self._delays) > 2 else 0.0
+
+
+def _quat_angle(q1: np.ndarray, q2: np.ndarray) -> float:
+    """Rotation angle between two unit quaternions (wxyz), radians; NaN if unknown."""
+    if not (np.all(np.isfinite(q1)) and np.all(np.isfinite(q2))):
+        return float("nan")
+    n1, n2 = np.linalg.norm(q1), np.linalg.norm(q2)
+    if n1 == 0 or n2 == 0:
+        return float("nan")
+    dot = abs(float(np.dot(q1, q2))) / (n1 * n2)
+    return float(2.0 * math.acos(min(1.0, dot)))
+
+
+def _quat_to_matrix(q: np.ndarray) -> np.ndarray:
+    from transforms3d.quaternions import quat2mat
+
+    return quat2mat(q / np.linalg.norm(q))
+
+
+def _point_attr(point: Any, name: str, default: Any = None) -> Any:
+    if isinstance(point, Mapping):
+        return point.get(name, default)
+    return getattr(point, name, default)
+
+
+# --------------------------------------------------------------------------- engine
+class DivergenceEngine:
+    """Streams in, divergence records and events out; see the module docstring.
+
+    Args:
+        config: engine parameters (validated).
+
+    Raises:
+        ConfigError: a parameter is invalid.
+    """
+
+    def __init__(self, config: EngineConfig | None = None) -> None:
+        self.config = config or EngineConfig()
+        self.config.validate()
+        cfg = self.config
+        self._dt_ns = int(round(1e9 / cfg.analysis_rate_hz))
+        self._max_gap_ns = int(cfg.max_interp_gap_s * 1e9)
+        self._clock = {s: _ClockMap(cfg.offset_leak, int(cfg.clock_reset_s * 1e9)) for s in SIDES}
+        self.joint_names: tuple[str, ...] | None = None
+        self._joints: dict[str, _Series] = {}
+        self._wrench = {s: _Series(6) for s in SIDES}
+        self._poses = {(s, k): _Series(7) for s in SIDES for k in POSE_KINDS}
+        self._health = {
+            (s, topic): StreamHealth(cfg.features, f"{s}/{topic}")
+            for s in SIDES for topic in ("joint_states", "wrench")
+        }
+        self._bias = BiasDriftTracker(cfg.bias_tau_s, cfg.bias_threshold_n)
+        self._events = EventTracker(cfg.events)
+        self._ledger = ResidualLedger(CATEGORIES, cfg.summary_window_s)
+        self._next_t_ns: int | None = None
+        self._pending = TickOutput()
+        self.rejected: Counter = Counter()
+        self.first_command_ns: int | None = None
+        self.first_recv_ns: int | None = None
+        self._last_command_ns: int | None = None
+        self.command_count = 0
+        # smoothed features
+        self._res_sq: np.ndarray | None = None
+        self._eff_sq: np.ndarray | None = None
+        self._force_sq = 0.0
+        self._torque_sq = 0.0
+        self._ext_force = np.zeros(3)
+        self._last_t_ns: int | None = None
+        self._contact = {s: False for s in SIDES}
+        self._sim_contact_last_ns: int | None = None
+        self._stall_s: np.ndarray | None = None
+        self._unexplained_s = 0.0
+        self._fit: DelayFit | None = None
+        self._last_fit_ns: int | None = None
+        self._fit_delays: list[float] = []
+        self._next_pose_ns: int | None = None
+        self._next_contact_ns: int | None = None
+        # run statistics
+        self._q_abs: list[np.ndarray] = []
+        self._ee_err_sq: list[float] = []
+        self._force_free: list[float] = []
+        self._force_contact: list[float] = []
+        self._calib_sim: list[np.ndarray] = []
+        self._calib_real: list[np.ndarray] = []
+        self._last_attribution_top = "none"
+        self._last_tick_ns: int | None = None
+        self.analysis_count = 0
+
+    # ------------------------------------------------------------------ inputs
+    def _side(self, side: str) -> str:
+        if side not in SIDES:
+            raise ConfigError(f"unknown side {side!r}; expected one of {SIDES}")
+        return side
+
+    def _map(self, side: str, stamp_ns: int, recv_ns: int) -> int:
+        if self.first_recv_ns is None:
+            self.first_recv_ns = int(recv_ns)
+        t_ns, reset = self._clock[side].map(int(stamp_ns), int(recv_ns))
+        if reset:
+            for topic in ("joint_states", "wrench"):
+                self._health[(side, topic)].reset_stamps()
+        return t_ns
+
+    def on_rejected(self, side: str, topic: str, reason: str) -> None:
+        """Count a message the node rejected as malformed (by side/topic and reason)."""
+        self.rejected[f"{side}/{topic}: {reason}"] += 1
+
+    def on_joint_state(
+        self,
+        side: str,
+        stamp_ns: int,
+        recv_ns: int,
+        names: Sequence[str],
+        q_rad: Sequence[float],
+        qd_rad_s: Sequence[float] | None = None,
+        effort: Sequence[float] | None = None,
+    ) -> bool:
+        """Feed one joint_states message; returns False (and counts it) when malformed."""
+        side = self._side(side)
+        names = tuple(str(n) for n in names)
+        q = np.asarray(q_rad, dtype=float).ravel()
+        n = len(names)
+        qd = np.full(n, np.nan) if qd_rad_s is None or len(qd_rad_s) == 0 else np.asarray(qd_rad_s, dtype=float).ravel()
+        eff = np.full(n, np.nan) if effort is None or len(effort) == 0 else np.asarray(effort, dtype=float).ravel()
+        if n == 0 or q.shape != (n,) or qd.shape != (n,) or eff.shape != (n,) or len(set(names)) != n:
+            self.on_rejected(side, "joint_states", "bad shape or names")
+            return False
+        if self.joint_names is None:
+            self.joint_names = names
+            self._joints = {s: _Series(3 * n) for s in SIDES}
+            self._stall_s = np.zeros(n)
+        j = len(self.joint_names)
+        index = {name: i for i, name in enumerate(names)}
+        if any(name not in index for name in self.joint_names):
+            self.on_rejected(side, "joint_states", "missing joints")
+            return False
+        order = [index[name] for name in self.joint_names]
+        row = np.concatenate([q[order], qd[order], eff[order]])
+        t_ns = self._map(side, stamp_ns, recv_ns)
+        self._joints[side].add(t_ns, row)
+        self._health[(side, "joint_states")].add(int(stamp_ns), int(recv_ns), t_ns, row[: 2 * j])
+        return True
+
+    def on_wrench(
+        self, side: str, stamp_ns: int, recv_ns: int, force_n: Sequence[float], torque_nm: Sequence[float]
+    ) -> bool:
+        """Feed one wrench message (sensor frame); returns False when malformed."""
+        side = self._side(side)
+        f = np.asarray(force_n, dtype=float).ravel()
+        tq = np.asarray(torque_nm, dtype=float).ravel()
+        if f.shape != (3,) or tq.shape != (3,):
+            self.on_rejected(side, "wrench", "bad shape")
+            return False
+        t_ns = self._map(side, stamp_ns, recv_ns)
+        row = np.concatenate([f, tq])
+        self._wrench[side].add(t_ns, row)
+        self._health[(side, "wrench")].add(int(stamp_ns), int(recv_ns), t_ns, row)
+        return True
+
+    def on_pose(
+        self,
+        side: str,
+        which: str,
+        stamp_ns: int,
+        recv_ns: int,
+        position_m: Sequence[float],
+        orientation_wxyz: Sequence[float],
+    ) -> bool:
+        """Feed one ee or object pose (world frame); returns False when malformed."""
+        side = self._side(side)
+        if which not in POSE_KINDS:
+            raise ConfigError(f"unknown pose {which!r}; expected one of {POSE_KINDS}")
+        p = np.asarray(position_m, dtype=float).ravel()
+        q = np.asarray(orientation_wxyz, dtype=float).ravel()
+        if p.shape != (3,) or q.shape != (4,):
+            self.on_rejected(side, f"{which}_pose", "bad shape")
+            return False
+        t_ns = self._map(side, stamp_ns, recv_ns)
+        self._poses[(side, which)].add(t_ns, np.concatenate([p, q]))
+        return True
+
+    def on_command(self, stamp_ns: int, recv_ns: int, names: Sequence[str], points: Sequence[Any]) -> None:
+        """Note a mirrored command (its receipt starts the run clock of the summary)."""
+        if self.first_recv_ns is None:
+            self.first_recv_ns = int(recv_ns)
+        if self.first_command_ns is None:
+            self.first_command_ns = int(recv_ns)
+        self._last_command_ns = int(recv_ns)
+        self.command_count += 1
+
+    # ------------------------------------------------------------------ ticking
+    def _streams_seen(self) -> list[_Series]:
+        out = [s for s in self._joints.values()]
+        out += [self._wrench[s] for s in SIDES if len(self._wrench[s])]
+        return out
+
+    def tick(self, now_ns: int) -> TickOutput:
+        """Analyse every grid time that is ready at now_ns; return outputs since last tick."""
+        now_ns = int(now_ns)
+        cfg = self.config
+        self._last_tick_ns = now_ns
+        if self.joint_names is not None and all(len(self._joints[s]) for s in SIDES):
+            if self._next_t_ns is None:
+                first = max(int(self._joints[s].times[0]) for s in SIDES)
+                self._next_t_ns = -(-first // self._dt_ns) * self._dt_ns
+            backlog_ns = int(cfg.max_backlog_s * 1e9)
+            if self._next_t_ns < now_ns - backlog_ns:
+                self._next_t_ns = -(-(now_ns - backlog_ns) // self._dt_ns) * self._dt_ns
+            horizon_ns = int(cfg.horizon_s * 1e9)
+            streams = self._streams_seen()
+            while self._next_t_ns <= now_ns:
+                t = self._next_t_ns
+                ready = all((s.last_ns or -1) >= t for s in streams) or t <= now_ns - horizon_ns
+                if not ready:
+                    break
+                self._analyse(t)
+                self._next_t_ns = t + self._dt_ns
+            self._trim(self._next_t_ns)
+        out, self._pending = self._pending, TickOutput()
+        return out
+
+    def _trim(self, t_ns: int) -> None:
+        before = t_ns - int(self.config.buffer_s * 1e9)
+        for series in list(self._joints.values()) + list(self._wrench.values()) + list(self._poses.values()):
+            series.trim(before)
+
+    def _smooth(self, prev: Any, value: Any, dt_s: float) -> Any:
+        alpha = min(1.0, dt_s / self.config.smooth_tau_s)
+        if prev is None:
+            return value
+        return np.where(np.isfinite(value), (1 - alpha) * prev + alpha * np.nan_to_num(value), prev)
+
+    # ------------------------------------------------------------------ analysis
+    def _analyse(self, t: int) -> None:
+        cfg = self.config
+        self.analysis_count += 1
+        j = len(self.joint_names or ())
+        dt_s = self._dt_ns * 1e-9
+        gap = self._max_gap_ns
+        sim_row = self._joints["sim"].sample(t, gap)
+        real_row = self._joints["real"].sample(t, gap)
+        joints_valid = bool(np.all(np.isfinite(sim_row[:j])) and np.all(np.isfinite(real_row[:j])))
+        res = real_row - sim_row
+        q_res = res[:j]
+        qd_res = res[j:2 * j]
+        eff_res = res[2 * j:]
+        self._last_t_ns = t
+
+        # wrench
+        sim_w = self._wrench["sim"].sample(t, gap)
+        real_w = self._wrench["real"].sample(t, gap)
+        wrench_valid = bool(np.all(np.isfinite(sim_w)) and np.all(np.isfinite(real_w)))
+        for side, w in (("sim", sim_w), ("real", real_w)):
+            if np.all(np.isfinite(w[:3])):
+                fn = float(np.linalg.norm(w[:3] - (self._bias.bias_n if side == "real" else 0.0)))
+                if self._contact[side]:
+                    self._contact[side] = fn > cfg.contact_release_n
+                else:
+                    self._contact[side] = fn > cfg.contact_force_n
+        if self._contact["sim"]:
+            self._sim_contact_last_ns = t
+        sim_contact_recent = self._sim_contact_last_ns is not None and (
+            t - self._sim_contact_last_ns <= cfg.attribution.contact_recent_s * 1e9
+        )
+
+        # poses
+        ee = {s: self._poses[(s, "ee")].sample(t, gap) for s in SIDES}
+        obj = {s: self._poses[(s, "object")].sample(t, gap) for s in SIDES}
+        ee_err = ee["real"][:3] - ee["sim"][:3]
+        ee_err_norm = float(np.linalg.norm(ee_err)) if np.all(np.isfinite(ee_err)) else float("nan")
+        win_ns = int(cfg.tip_velocity_window_s * 1e9)
+        tip_vel = {}
+        for s in SIDES:
+            past = self._poses[(s, "ee")].sample(t - win_ns, gap)[:3]
+            v = (ee[s][:3] - past) / cfg.tip_velocity_window_s
+            tip_vel[s] = v if np.all(np.isfinite(v)) else np.zeros(3)
+        obj_err = float("nan")
+        obj_tool_err = float("nan")
+        if np.all(np.isfinite(obj["sim"][:3])) and np.all(np.isfinite(obj["real"][:3])):
+            obj_err = float(np.linalg.norm(obj["real"][:3] - obj["sim"][:3]))
+            if np.all(np.isfinite(ee["sim"][:3])) and np.all(np.isfinite(ee["real"][:3])):
+                obj_tool_err = abs(
+                    float(np.linalg.norm(obj["real"][:3] - ee["real"][:3]))
+                    - float(np.linalg.norm(obj["sim"][:3] - ee["sim"][:3]))
+                )
+
+        # smoothed residual magnitudes
+        if joints_valid:
+            self._res_sq = self._smooth(self._res_sq, q_res ** 2, dt_s)
+            eff_sq = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
+            self._eff_sq = self._smooth(self._eff_sq, eff_sq, dt_s)
+        joint_residual = float(np.sqrt(np.max(self._res_sq))) if self._res_sq is not None else 0.0
+        effort_residual = float(np.sqrt(np.max(self._eff_sq))) if self._eff_sq is not None else 0.0
+
+        # F/T bias: learn while both sides are free and the joints agree
+        force_res_vec = np.full(3, np.nan)
+        torque_res_vec = np.full(3, np.nan)
+        if wrench_valid:
+            quiet = (not self._contact["sim"] and not sim_contact_recent and joints_valid
+                     and joint_residual < cfg.bias_quiet_residual_rad
+                     and effort_residual < cfg.attribution.effort_residual_nm)
+            raw = real_w[:3] - sim_w[:3]
+            self._bias.update(t, raw, quiet)
+            force_res_vec = raw - self._bias.bias_n
+            torque_res_vec = real_w[3:] - sim_w[3:]
+            alpha = min(1.0, dt_s / cfg.smooth_tau_s)
+            self._force_sq = (1 - alpha) * self._force_sq + alpha * float(force_res_vec @ force_res_vec)
+            self._torque_sq = (1 - alpha) * self._torque_sq + alpha * float(torque_res_vec @ torque_res_vec)
+            ext = force_res_vec
+            if np.all(np.isfinite(ee["real"][3:])):
+                ext = _quat_to_matrix(ee["real"][3:]) @ force_res_vec
+            self._ext_force = (1 - alpha) * self._ext_force + alpha * ext
+        else:
+            self._bias.update(t, np.full(3, np.nan), False)
+
+        # stalled joints
+        stalled: tuple[str, ...] = ()
+        if joints_valid and self._stall_s is not None:
+            qd_sim = sim_row[j:2 * j]
+            qd_real = real_row[j:2 * j]
+            stalling = (np.abs(qd_real) < cfg.stall_speed_rad_s) & (np.abs(qd_sim) > cfg.stall_sim_speed_rad_s)
+            decay = (np.abs(q_res) > cfg.attribution.dynamics_residual_rad)
+            self._stall_s = np.where(stalling, self._stall_s + dt_s, np.where(decay, self._stall_s, 0.0))
+            names = self.joint_names or ()
+            stalled = tuple(names[i] for i in range(j) if self._stall_s[i] > 0)
+        stall_s = float(np.max(self._stall_s)) if self._stall_s is not None and stalled else 0.0
+
+        # delay/gain/offset fit
+        if joints_valid and (self._last_fit_ns is None or t - self._last_fit_ns >= cfg.fit_period_s * 1e9):
+            self._last_fit_ns = t
+            self._fit = self._fit_delay(t)
+        if (self._fit is not None and joint_residual > cfg.attribution.unexplained_residual_rad
+                and self._fit.explained < cfg.attribution.dynamics_min_explained):
+            self._unexplained_s += dt_s
+        else:
+            self._unexplained_s = 0.0
+
+        # health
+        other_moving = self._side_moving("sim", t)
+        flags = []
+        for topic in ("joint_states", "wrench"):
+            h = self._health[("real", topic)]
+            if h.sample_count == 0:
+                continue
+            other = self._health[("sim", topic)].delay_std_s
+            for fl in h.flags(t, other_moving=other_moving.get(topic, True), other_delay_std_s=other):
+                if fl.active:
+                    fl.evidence = {"stream": f"real/{topic}", **fl.evidence}
+                flags.append(fl)
+        if wrench_valid or self._bias.flag().active:
+            flags.append(self._bias.flag())
+
+        cmd_age = (t - self._last_command_ns) * 1e-9 if self._last_command_ns is not None else float("inf")
+        feats = TickFeatures(
+            t_ns=t,
+            joints_valid=joints_valid,
+            joint_names=self.joint_names or (),
+            q_residual_rad=q_res,
+            joint_residual_rad=joint_residual,
+            effort_residual=effort_residual,
+            force_residual_n=math.sqrt(self._force_sq),
+            torque_residual_nm=math.sqrt(self._torque_sq),
+            sim_force_n=float(np.linalg.norm(sim_w[:3])) if wrench_valid else 0.0,
+            external_force_n=self._ext_force.copy(),
+            wrench_valid=wrench_valid,
+            sim_contact=self._contact["sim"],
+            sim_contact_recent=bool(sim_contact_recent),
+            real_contact=self._contact["real"],
+            sim_tip_velocity_m_s=tip_vel["sim"],
+            real_tip_velocity_m_s=tip_vel["real"],
+            ee_error_m=ee_err_norm,
+            object_error_m=obj_err,
+            object_tool_error_m=obj_tool_err,
+            stalled_joints=stalled,
+            stall_s=stall_s,
+            fit=self._fit,
+            unexplained_s=self._unexplained_s,
+            command_age_s=cmd_age,
+            sensor_flags=flags,
+        )
+        verdict = attribute(feats, cfg.attribution)
+        self._last_attribution_top = verdict.top
+        for rec in self._events.update(t, verdict.active):
+            if rec.action == ACTION_OPEN:
+                self._ledger.count_event(rec.category)
+            self._pending.events.append(rec)
+
+        # ledger and run statistics
+        force_norm = float(np.linalg.norm(force_res_vec)) if wrench_valid else float("nan")
+        energy = residual_energy(q_res if joints_valid else np.zeros(0), force_norm,
+                                 cfg.ledger_q_scale_rad, cfg.ledger_force_scale_n)
+        self._ledger.add(t, verdict.top, energy)
+        if joints_valid:
+            self._q_abs.append(np.abs(q_res))
+            if len(self._calib_sim) < 200_000:
+                self._calib_sim.append(sim_row[:j].copy())
+                self._calib_real.append(real_row[:j].copy())
+        if np.isfinite(ee_err_norm):
+            self._ee_err_sq.append(ee_err_norm ** 2)
+        if wrench_valid:
+            (self._force_contact if self._contact["sim"] else self._force_free).append(force_norm)
+
+        # records
+        latency_s, latency_std_s = self._latency()
+        offset_s, offset_std_s = self._offset()
+        if joints_valid or np.any(np.isfinite(q_res)):
+            self._pending.joints.append(JointDivergenceRecord(
+                stamp_ns=t, names=self.joint_names or (), position_residual_rad=q_res.copy(),
+                velocity_residual_rad_s=qd_res.copy(), effort_residual=eff_res.copy(),
+                clock_offset_s=offset_s, clock_offset_std_s=offset_std_s,
+                latency_s=latency_s, latency_std_s=latency_std_s,
+                latency_compensated=False,
+            ))
+        if self._next_contact_ns is None or t >= self._next_contact_ns:
+            self._next_contact_ns = t + int(round(1e9 / cfg.contact_rate_hz))
+            if wrench_valid:
+                self._pending.contacts.append(ContactRecord(
+                    stamp_ns=t, sim_force_n=sim_w[:3].copy(), sim_torque_nm=sim_w[3:].copy(),
+                    real_force_n=real_w[:3].copy(), real_torque_nm=real_w[3:].copy(),
+                    residual_force_n=force_res_vec.copy(), residual_torque_nm=torque_res_vec.copy(),
+                    force_residual_norm_n=force_norm,
+                    torque_residual_norm_nm=float(np.linalg.norm(torque_res_vec)),
+                    sim_contact_phase=PHASE_CONTACT if self._contact["sim"] else PHASE_FREE,
+                    real_contact_phase=PHASE_CONTACT if self._contact["real"] else PHASE_FREE,
+                ))
+        if self._next_pose_ns is None or t >= self._next_pose_ns:
+            self._next_pose_ns = t + int(round(1e9 / cfg.pose_rate_hz))
+            if np.all(np.isfinite(ee["sim"])) and np.all(np.isfinite(ee["real"])):
+                has_obj = bool(np.all(np.isfinite(obj["sim"])) and np.all(np.isfinite(obj["real"])))
+                rec = PoseDivergenceRecord(
+                    stamp_ns=t, sim_ee_position_m=ee["sim"][:3].copy(), sim_ee_orientation_wxyz=ee["sim"][3:].copy(),
+                    real_ee_position_m=ee["real"][:3].copy(), real_ee_orientation_wxyz=ee["real"][3:].copy(),
+                    ee_position_error_m=ee_err.copy(), ee_position_error_norm_m=ee_err_norm,
+                    ee_orientation_error_rad=_quat_angle(ee["real"][3:], ee["sim"][3:]),
+                    has_object=has_obj,
+                )
+                if has_obj:
+                    rec.sim_object_position_m = obj["sim"][:3].copy()
+                    rec.sim_object_orientation_wxyz = obj["sim"][3:].copy()
+                    rec.real_object_position_m = obj["real"][:3].copy()
+                    rec.real_object_orientation_wxyz = obj["real"][3:].copy()
+                    rec.object_position_error_norm_m = obj_err
+                    rec.object_orientation_error_rad = _quat_angle(obj["real"][3:], obj["sim"][3:])
+                self._pending.poses.append(rec)
+
+    def _side_moving(self, side: str, t: int) -> dict[str, bool]:
+        """Whether each stream of a side changed over the last frozen-detection window."""
+        out = {}
+        win_ns = int(max(0.05, 2 * self.config.features.frozen_samples * 0.002) * 1e9)
+        thr = self.config.features.frozen_motion_threshold
+        for topic, series in (("joint_states", self._joints.get(side)), ("wrench", self._wrench[side])):
+            if series is None or len(series) < 2:
+                out[topic] = False
+                continue
+            lo = int(np.searchsorted(series.times, t - win_ns))
+            hi = int(np.searchsorted(series.times, t, side="right"))
+            v = series.values[lo:hi]
+            if topic == "joint_states":
+                v = v[:, : 2 * len(self.joint_names or ())]
+            out[topic] = bool(v.shape[0] >= 2 and np.nanmax(np.abs(v - v[0])) > thr) if v.size else False
+        return out
+
+    def _fit_delay(self, t: int) -> DelayFit | None:
+        """Fit real(t) ~ sim(t - d) + (g - 1)(sim(t - d) - mean) + b per joint, best d over a grid."""
+        cfg = self.config
+        j = len(self.joint_names or ())
+        n = max(8, int(cfg.fit_window_s * cfg.analysis_rate_hz))
+        times = t - np.arange(n)[::-1] * self._dt_ns
+        real = self._joints["real"].sample(times, self._max_gap_ns)[:, :j]
+        if not np.all(np.isfinite(real)):
+            return None
+        delays = np.arange(0.0, cfg.fit_max_delay_s + 1e-12, cfg.fit_delay_step_s)
+        d_ns = (delays * 1e9).astype(np.int64)
+        query = (times[None, :] - d_ns[:, None]).ravel()
+        sim = self._joints["sim"].sample(query, self._max_gap_ns)[:, :j].reshape(len(delays), n, j)
+        if not np.all(np.isfinite(sim)):
+            return None
+        motion = float(np.max(np.std(sim[0], axis=0)))
+        r0 = real - sim[0]
+        sst = float(np.sum(r0 ** 2))
+        if sst <= 0:
+            return DelayFit(0.0, 1.0, 1.0, 0.0, 0.0)
+        r = real[None] - sim  # (D, n, J)
+        xc = sim - sim.mean(axis=1, keepdims=True)
+        rc = r - r.mean(axis=1, keepdims=True)
+        sxx = np.sum(xc ** 2, axis=1)  # (D, J)
+        sxr = np.sum(xc * rc, axis=1)
+        slope = np.where(sxx > 1e-12, sxr / np.maximum(sxx, 1e-12), 0.0)
+        sse = np.sum(rc ** 2, axis=1) - slope * sxr  # (D, J)
+        total = np.sum(sse, axis=1)
+        best = int(np.argmin(total))
+        explained = float(max(0.0, 1.0 - total[best] / sst))
+        worst_joint = int(np.argmax(np.sum(r0 ** 2, axis=0)))
+        gain = 1.0 + float(slope[best, worst_joint])
+        if motion < cfg.fit_min_motion_rad:
+            # Without motion, delay and gain are not identifiable; only an offset is.
+            return DelayFit(0.0, 1.0, explained, math.sqrt(sst / r0.size), math.sqrt(max(0.0, total[best]) / r0.size))
+        self._fit_delays.append(float(delays[best]))
+        if len(self._fit_delays) > 2000:
+            del self._fit_delays[:1000]
+        return DelayFit(float(delays[best]), gain, explained, math.sqrt(sst / r0.size),
+                        math.sqrt(max(0.0, total[best]) / r0.size))
+
+    def _latency(self) -> tuple[float, float]:
+        if not self._fit_delays:
+            return 0.0, 0.0
+        arr = np.asarray(self._fit_delays)
+        return float(np.median(arr)), float(np.std(arr))
+
+    def _offset(self) -> tuple[float, float]:
+        sim, real = self._clock["sim"], self._clock["real"]
+        if sim.offset_ns is None or real.offset_ns is None:
+            return 0.0, 0.0
+        return (real.offset_ns - sim.offset_ns) * 1e-9, math.hypot(sim.spread_s, real.spread_s)
+
+    # ------------------------------------------------------------------ summaries
+    @property
+    def clock_resets(self) -> int:
+        """Clock resets detected on either side."""
+        return sum(c.resets for c in self._clock.values())
+
+    def _t0_ns(self) -> int:
+        if self.first_command_ns is not None:
+            return self.first_command_ns
+        return self.first_recv_ns or 0
+
+    def summary(self, now_ns: int) -> SummaryRecord:
+        """Ledger, rms figures, counts and timing at now_ns."""
+        rows, un_run, un_win = self._ledger.rows()
+        q_rms = float(np.sqrt(np.mean(np.square(self._q_abs)))) if self._q_abs else 0.0
+        ee_rms = float(np.sqrt(np.mean(self._ee_err_sq))) if self._ee_err_sq else 0.0
+        forces = self._force_free + self._force_contact
+        f_rms = float(np.sqrt(np.mean(np.square(forces)))) if forces else 0.0
+        latency_s, _ = self._latency()
+        offset_s, _ = self._offset()
+        return SummaryRecord(
+            stamp_ns=int(now_ns),
+            elapsed_s=max(0.0, (int(now_ns) - self._t0_ns()) * 1e-9) if self.first_recv_ns is not None else 0.0,
+            window_s=self.config.summary_window_s,
+            ledger=rows,
+            unexplained_share_run=un_run,
+            unexplained_share_window=un_win,
+            joint_position_rms_rad=q_rms,
+            ee_position_rms_m=ee_rms,
+            force_residual_rms_n=f_rms,
+            event_count=self._events.event_count,
+            open_event_count=len(self._events.open_categories()),
+            rejected_count=int(sum(self.rejected.values())),
+            rejected_by_reason=dict(self.rejected),
+            clock_offset_s=offset_s,
+            latency_s=latency_s,
+            clock_resets=self.clock_resets,
+        )
+
+    def finish(self, now_ns: int | None = None) -> TickOutput:
+        """End of run: analyse what remains (up to now_ns) and close every open event."""
+        if now_ns is not None:
+            out = self.tick(int(now_ns))
+        else:
+            out = TickOutput()
+        for rec in self._events.finish():
+            out.events.append(rec)
+        return out
+
+    def event_dicts(self) -> list[dict[str, Any]]:
+        """Closed and open events as summary.json entries (seconds from the first command)."""
+        t0 = self._t0_ns()
+        out = []
+        for rec in list(self._events.closed) + self._events.open_events():
+            out.append({
+                "id": rec.id,
+                "category": rec.category,
+                "kind": rec.kind,
+                "start_s": round((rec.start_ns - t0) * 1e-9, 6),
+                "end_s": round((rec.end_ns - t0) * 1e-9, 6),
+                "severity": rec.severity,
+                "open": rec.action != ACTION_CLOSE,
+                "evidence": dict(rec.evidence),
+                "snapshot": "",
+            })
+        out.sort(key=lambda e: (e["start_s"], e["category"]))
+        return out
+
+    def to_seconds(self, t_ns: int) -> float:
+        """Convert a monitor-time stamp to seconds from the first mirrored command."""
+        return (int(t_ns) - self._t0_ns()) * 1e-9
+
+    def run_summary(self) -> dict[str, Any]:
+        """summary.json content: events, timing, residuals, calibration, ledger, counts."""
+        names = self.joint_names or ()
+        residuals: dict[str, Any] = {"joints": {}}
+        if self._q_abs:
+            arr = np.asarray(self._q_abs)
+            for i, name in enumerate(names):
+                col = arr[:, i]
+                residuals["joints"][name] = {
+                    "rms_rad": float(np.sqrt(np.mean(col ** 2))),
+                    "max_rad": float(np.max(col)),
+                    "p95_rad": float(np.percentile(col, 95)),
+                }
+
+        def _stats(values: list[float]) -> dict[str, Any]:
+            if not values:
+                return {"samples": 0, "rms_n": None, "max_n": None, "p95_n": None}
+            a = np.asarray(values)
+            return {"samples": int(a.size), "rms_n": float(np.sqrt(np.mean(a ** 2))),
+                    "max_n": float(np.max(a)), "p95_n": float(np.percentile(a, 95))}
+
+        residuals["wrench"] = {"free": _stats(self._force_free), "contact": _stats(self._force_contact)}
+        residuals["ee_position_rms_m"] = float(np.sqrt(np.mean(self._ee_err_sq))) if self._ee_err_sq else None
+        latency_s, latency_std_s = self._latency()
+        offset_s, offset_std_s = self._offset()
+        return {
+            "events": self.event_dicts(),
+            "timing": {"clock_offset_s": offset_s, "clock_offset_std_s": offset_std_s,
+                       "latency_s": latency_s, "latency_std_s": latency_std_s,
+                       "clock_resets": self.clock_resets},
+            "residuals": residuals,
+            "calibration": self._calibration(),
+            "ledger": self._ledger.as_dict(),
+            "counts": {"analysis_ticks": self.analysis_count, "commands": self.command_count,
+                       "rejected": dict(self.rejected), "events": self._events.event_count},
+        }
+
+    def _calibration(self) -> list[dict[str, Any]]:
+        """Per-joint least-squares fit q_real ~ gain * q_sim + offset over the run."""
+        if len(self._calib_sim) < 10:
+            return []
+        sim = np.asarray(self._calib_sim)
+        real = np.asarray(self._calib_real)
+        out = []
+        for i, name in enumerate(self.joint_names or ()):
+            x, y = sim[:, i], real[:, i]
+            if np.std(x) > 1e-6:
+                gain, offset = np.polyfit(x, y, 1)
+            else:
+                gain, offset = 1.0, float(np.mean(y - x))
+            out.append({"joint": name, "gain": float(gain), "offset_rad": float(offset),
+                        "residual_rms_rad": float(np.sqrt(np.mean((y - (gain * x + offset)) ** 2))),
+                        "samples": int(x.size)})
+        return out
+
+
+# --------------------------------------------------------------------------- replay
+_FEEDERS = {
+    "joint_state": "on_joint_state",
+    "wrench": "on_wrench",
+    "pose": "on_pose",
+    "command": "on_command",
+    "rejected": "on_rejected",
+}
+
+
+def analyze_streams(
+    messages: Iterable[Mapping[str, Any]],
+    config: EngineConfig | None = None,
+    tick_period_s: float = 0.02,
+    end_ns: int | None = None,
+) -> tuple[DivergenceEngine, list[TickOutput]]:
+    """Offline replay: feed recorded messages in receive order, ticking like the live node.
+
+    Args:
+        messages: dicts {"type": "joint_state"|"wrench"|"pose"|"command"|"rejected", ...}
+            whose other keys are the keyword arguments of the matching ``on_*`` method;
+            every type but "rejected" carries ``recv_ns``. They must be in receive order.
+        config: engine parameters.
+        tick_period_s: period of ticks on the receive clock (the live node's timer).
+        end_ns: final tick time; defaults to the last recv_ns plus the engine horizon.
+
+    Returns:
+        (engine after ``finish``, list of non-empty tick outputs in order).
+
+    Raises:
+        ConfigError: an unknown message type, or messages out of receive order.
+    """
+    engine = DivergenceEngine(config)
+    period_ns = int(round(tick_period_s * 1e9))
+    if period_ns <= 0:
+        raise ConfigError(f"tick_period_s must be > 0, got {tick_period_s}")
+    outputs: list[TickOutput] = []
+    next_tick: int | None = None
+    last_recv: int | None = None
+
+    def _keep(out: TickOutput) -> None:
+        if out.joints or out.poses or out.contacts or out.events:
+            outputs.append(out)
+
+    for msg in messages:
+        kind = msg.get("type")
+        if kind not in _FEEDERS:
+            raise ConfigError(f"unknown message type {kind!r}")
+        kwargs = {k: v for k, v in msg.items() if k != "type"}
+        recv = kwargs.get("recv_ns")
+        if recv is not None:
+            recv = int(recv)
+            if last_recv is not None and recv < last_recv:
+                raise ConfigError(f"messages are not in receive order ({recv} < {last_recv})")
+            if next_tick is None:
+                next_tick = (recv // period_ns + 1) * period_ns
+            while recv >= next_tick:
+                _keep(engine.tick(next_tick))
+                next_tick += period_ns
+            last_recv = recv
+        getattr(engine, _FEEDERS[kind])(**kwargs)
+    if last_recv is not None and next_tick is not None:
+        stop = end_ns if end_ns is not None else last_recv + int(engine.config.horizon_s * 1e9) + period_ns
+        while next_tick <= stop:
+            _keep(engine.tick(next_tick))
+            next_tick += period_ns
+    _keep(engine.finish())
+    return engine, outputs
+
+
+def config_to_dict(config: EngineConfig) -> dict[str, Any]:
+    """EngineConfig as a nested dict (for parameters files and reports)."""
+    return asdict(config)

@@ -1,0 +1,191 @@
+"""Debounced gap events: one open event per category, opened and closed with hysteresis."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from sim_real_bridge.errors import ConfigError
+
+ACTION_OPEN = "open"
+ACTION_UPDATE = "update"
+ACTION_CLOSE = "close"
+
+
+@dataclass
+class EventConfig:
+    """Debouncing of events.
+
+    Attributes:
+        min_duration_s: a category must stay active this long before its event opens;
+            the event's start is then back-dated to when the activity began.
+        heal_s: an open event closes once its category has been inactive this long; its
+            end is the last active time.
+        gap_tolerance_s: while an event is pending (not yet open), inactivity shorter than
+            this does not restart the min_duration clock.
+        update_period_s: minimum spacing of "update" records of one open event.
+    """
+
+    min_duration_s: float = 0.2
+    heal_s: float = 1.0
+    gap_tolerance_s: float = 0.1
+    update_period_s: float = 1.0
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the first invalid field."""
+        for name in ("min_duration_s", "heal_s", "gap_tolerance_s", "update_period_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"EventConfig.{name} must be >= 0, got {getattr(self, name)}")
+
+
+@dataclass
+class EventRecord:
+    """An event as it opens, updates or closes (times on the monitor time base, ns)."""
+
+    id: str
+    category: str
+    kind: str
+    severity: float
+    start_ns: int
+    end_ns: int
+    open: bool
+    action: str
+    evidence: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _CategoryState:
+    pending_since_ns: int | None = None
+    pending_last_ns: int | None = None
+    event_id: str | None = None
+    start_ns: int = 0
+    last_active_ns: int = 0
+    severity: float = 0.0
+    kinds: Counter = field(default_factory=Counter)
+    evidence: dict[str, str] = field(default_factory=dict)
+    last_update_ns: int = 0
+
+
+class EventTracker:
+    """Turns per-tick category activity into open/update/close event records.
+
+    Args:
+        config: debouncing parameters.
+        id_prefix: prefix of event ids (ids are ``{prefix}{n:04d}-{category}``).
+    """
+
+    def __init__(self, config: EventConfig | None = None, id_prefix: str = "ev") -> None:
+        self.config = config or EventConfig()
+        self.config.validate()
+        self.id_prefix = id_prefix
+        self._states: dict[str, _CategoryState] = {}
+        self._seq = 0
+        self.closed: list[EventRecord] = []
+        self.opened_count: Counter = Counter()
+        self._last_t_ns: int | None = None
+
+    def _state(self, category: str) -> _CategoryState:
+        return self._states.setdefault(category, _CategoryState())
+
+    def _record(self, category: str, st: _CategoryState, action: str, end_ns: int) -> EventRecord:
+        kind = st.kinds.most_common(1)[0][0] if st.kinds else ""
+        return EventRecord(
+            id=st.event_id or "", category=category, kind=kind, severity=round(st.severity, 6),
+            start_ns=st.start_ns, end_ns=end_ns, open=action != ACTION_CLOSE, action=action,
+            evidence=dict(st.evidence),
+        )
+
+    def update(
+        self,
+        t_ns: int,
+        active: dict[str, tuple[float, str, dict[str, str]]],
+    ) -> list[EventRecord]:
+        """Advance to time t_ns.
+
+        Args:
+            t_ns: analysis time (non-decreasing across calls).
+            active: categories active at t: {category: (severity 0..1, kind, evidence)}.
+
+        Returns:
+            Records emitted at this time (open, update, close), in category order.
+
+        Raises:
+            ConfigError: t_ns went backwards or a severity is outside 0..1.
+        """
+        if self._last_t_ns is not None and t_ns < self._last_t_ns:
+            raise ConfigError(f"EventTracker time went backwards: {t_ns} < {self._last_t_ns}")
+        self._last_t_ns = t_ns
+        cfg = self.config
+        out: list[EventRecord] = []
+        for category in sorted(set(self._states) | set(active)):
+            st = self._state(category)
+            if category in active:
+                severity, kind, evidence = active[category]
+                if not 0.0 <= severity <= 1.0:
+                    raise ConfigError(f"severity of {category} must be in 0..1, got {severity}")
+                if st.event_id is None:
+                    if st.pending_since_ns is None or t_ns - (st.pending_last_ns or t_ns) > cfg.gap_tolerance_s * 1e9:
+                        st.pending_since_ns = t_ns
+                        st.kinds = Counter()
+                        st.severity = 0.0
+                    st.pending_last_ns = t_ns
+                    st.kinds[kind] += 1
+                    if severity >= st.severity:
+                        st.evidence = dict(evidence)
+                    st.severity = max(st.severity, severity)
+                    if t_ns - st.pending_since_ns >= cfg.min_duration_s * 1e9:
+                        self._seq += 1
+                        st.event_id = f"{self.id_prefix}{self._seq:04d}-{category}"
+                        st.start_ns = st.pending_since_ns
+                        st.last_active_ns = t_ns
+                        st.last_update_ns = t_ns
+                        self.opened_count[category] += 1
+                        out.append(self._record(category, st, ACTION_OPEN, t_ns))
+                else:
+                    st.last_active_ns = t_ns
+                    st.kinds[kind] += 1
+                    if severity >= st.severity:
+                        st.evidence = dict(evidence)
+                    st.severity = max(st.severity, severity)
+                    if t_ns - st.last_update_ns >= cfg.update_period_s * 1e9:
+                        st.last_update_ns = t_ns
+                        out.append(self._record(category, st, ACTION_UPDATE, t_ns))
+            else:
+                if st.event_id is None:
+                    if st.pending_since_ns is not None and t_ns - (st.pending_last_ns or t_ns) > cfg.gap_tolerance_s * 1e9:
+                        st.pending_since_ns = None
+                        st.pending_last_ns = None
+                elif t_ns - st.last_active_ns >= cfg.heal_s * 1e9:
+                    out.append(self._close(category, st))
+        return out
+
+    def _close(self, category: str, st: _CategoryState) -> EventRecord:
+        rec = self._record(category, st, ACTION_CLOSE, st.last_active_ns)
+        self.closed.append(rec)
+        self._states[category] = _CategoryState()
+        return rec
+
+    def finish(self) -> list[EventRecord]:
+        """Close every open event (end of run); returns the close records."""
+        out = []
+        for category in sorted(self._states):
+            st = self._states[category]
+            if st.event_id is not None:
+                out.append(self._close(category, st))
+        return out
+
+    def open_events(self) -> list[EventRecord]:
+        """Snapshots of the currently open events (action "update")."""
+        return [
+            self._record(c, st, ACTION_UPDATE, st.last_active_ns)
+            for c, st in sorted(self._states.items()) if st.event_id is not None
+        ]
+
+    def open_categories(self) -> list[str]:
+        """Categories that have an open event."""
+        return [c for c, st in sorted(self._states.items()) if st.event_id is not None]
+
+    @property
+    def event_count(self) -> int:
+        """Events opened so far."""
+        return self._seq
