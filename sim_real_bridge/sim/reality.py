@@ -1,0 +1,282 @@
+"""The reality stand-in's departures from the simulator, applied as a scenario says.
+
+A STAND-IN: in a real deployment the robot's own driver publishes the /real streams and
+nothing here runs. ``RealityModel`` changes the stand-in's physics at each step
+(dynamics, contact, human and unauthored kinds) and transforms the samples it
+publishes (sensor kinds), according to the time elapsed since the first mirrored
+command.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+import numpy as np
+
+from sim_real_bridge.sim.physics import ArmPhysics
+from sim_real_bridge.sim.scenario import Injection, Scenario
+
+#: Kinds that change the physics (model parameters or applied forces).
+PHYSICAL_KINDS = frozenset(
+    {
+        "actuation_latency", "gain", "joint_friction", "payload",
+        "friction", "stiffness", "object_mass",
+        "push", "hold",
+        "object_slip", "obstacle", "joint_stall",
+    }
+)
+#: Kinds that change only the published samples.
+SENSOR_KINDS = frozenset({"ft_bias_drift", "dropout", "nan_burst", "frozen", "stamp_jitter"})
+
+_AXES = {"x": 0, "y": 1, "z": 2}
+#: Gain of the creep force towards the drift velocity, N/(m/s).
+_CREEP_GAIN_N_S_PER_M = 40.0
+
+
+@dataclass(frozen=True)
+class StreamSample:
+    """One outgoing sample of a named stream.
+
+    ``values`` holds float arrays: joint_states {position, velocity, effort} (7,);
+    wrench {force, torque} (3,); ee_pose and object_pose {position (3,), orientation
+    (4,) wxyz}.
+    """
+
+    stream: str
+    stamp_ns: int
+    values: dict[str, np.ndarray]
+
+
+class RealityModel:
+    """Applies a scenario's injections to a stand-in's physics and outgoing samples.
+
+    Args:
+        physics: the stand-in's own ArmPhysics (never the simulator's).
+        scenario: the validated scenario.
+        rng: random generator for the sensor kinds (seed it from the scenario).
+    """
+
+    def __init__(self, physics: ArmPhysics, scenario: Scenario, rng: np.random.Generator) -> None:
+        self.physics = physics
+        self.scenario = scenario
+        self.rng = rng
+        self._physical = [inj for inj in scenario.injections if inj.kind in PHYSICAL_KINDS]
+        self._sensor = [inj for inj in scenario.injections if inj.kind in SENSOR_KINDS]
+        self._active_physical: frozenset[int] = frozenset()
+        self._target_history: deque[tuple[int, np.ndarray]] = deque()
+        self._hold_anchor: dict[int, np.ndarray] = {}
+        self._last_values: dict[str, dict[str, np.ndarray]] = {}
+        self._frozen_values: dict[int, dict[str, np.ndarray]] = {}
+        self._needs_history = any(inj.kind == "actuation_latency" for inj in self._physical)
+        self._max_delay_ns = max(
+            (int(inj.params["delay_s"] * 1e9) for inj in self._physical if inj.kind == "actuation_latency"),
+            default=0,
+        )
+        self.samples_dropped: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ queries
+    def active_injections(self, elapsed_ns: int | None) -> list[Injection]:
+        """Injections whose window holds ``elapsed_ns`` (none before the first command)."""
+        return [inj for inj in self.scenario.injections if inj.active(elapsed_ns)]
+
+    def injection_states(self, elapsed_ns: int | None) -> list[tuple[Injection, bool]]:
+        """Every injection of the scenario with whether it is active now."""
+        return [(inj, inj.active(elapsed_ns)) for inj in self.scenario.injections]
+
+    # ------------------------------------------------------------------ physics
+    def before_step(self, now_ns: int, elapsed_ns: int | None, q_target_rad: np.ndarray) -> np.ndarray:
+        """Apply physical injections for the step starting at ``now_ns``.
+
+        Args:
+            now_ns: physics time.
+            elapsed_ns: time since the first mirrored command (None before it).
+            q_target_rad: targets the controller wants now, shape (7,).
+
+        Returns:
+            targets the actuators actually get, shape (7,).
+        """
+        active = frozenset(i for i, inj in enumerate(self._physical) if inj.active(elapsed_ns))
+        if active != self._active_physical:
+            self._reconfigure(active)
+        if self._needs_history:
+            self._target_history.append((now_ns, np.array(q_target_rad, dtype=float)))
+            horizon = now_ns - self._max_delay_ns
+            while len(self._target_history) > 1 and self._target_history[1][0] <= horizon:
+                self._target_history.popleft()
+        if not active:
+            return q_target_rad
+        q_out = q_target_rad
+        self.physics.clear_external_forces()
+        for i in active:
+            inj = self._physical[i]
+            kind = inj.kind
+            if kind == "actuation_latency":
+                q_out = self._delayed_target(now_ns - int(inj.params["delay_s"] * 1e9))
+            elif kind == "push":
+                self._apply_push(inj, elapsed_ns)
+            elif kind == "hold":
+                self._apply_hold(i, inj)
+            elif kind == "object_slip":
+                self._apply_creep(inj)
+        return q_out
+
+    def _delayed_target(self, t_ns: int) -> np.ndarray:
+        chosen = self._target_history[0][1]
+        for stamp, q in self._target_history:
+            if stamp > t_ns:
+                break
+            chosen = q
+        return chosen
+
+    def _reconfigure(self, active: frozenset[int]) -> None:
+        """Rebuild the model parameters from nominal for the new set of active injections."""
+        physics = self.physics
+        physics.restore_nominal()
+        names = physics.joint_names
+        gain = np.ones(7)
+        damping_scale = np.ones(7)
+        extra_damping = np.zeros(7)
+        extra_friction = np.zeros(7)
+        for i in sorted(active):
+            inj = self._physical[i]
+            p = inj.params
+            kind = inj.kind
+            if kind == "gain":
+                for name in p["joints"]:
+                    gain[names.index(name)] *= p["scale"]
+            elif kind == "joint_friction":
+                for name in p["joints"]:
+                    extra_damping[names.index(name)] += p["damping_nm_s_per_rad"]
+                    extra_friction[names.index(name)] += p["frictionloss_nm"]
+            elif kind == "payload":
+                physics.set_payload(p["mass_kg"])
+            elif kind == "friction":
+                physics.set_contact_friction_scale(p["scale"])
+            elif kind == "stiffness":
+                physics.set_contact_stiffness_scale(p["scale"])
+            elif kind == "object_mass":
+                physics.set_body_mass_scale("object", p["scale"])
+            elif kind == "object_slip":
+                physics.set_contact_friction_scale(p["friction_scale"], ("object_geom",))
+            elif kind == "obstacle":
+                physics.set_obstacle(True, np.array(p["position_m"]), np.array(p["half_size_m"]))
+            elif kind == "joint_stall":
+                j = names.index(p["joint"])
+                gain[j] = 0.0
+                damping_scale[j] = 0.0
+                extra_friction[j] += p["frictionloss_nm"]
+            elif kind == "hold" and i not in self._active_physical:
+                self._hold_anchor[i] = physics.body_com_pos(p["link"])
+        physics.set_actuator_gain_scale(gain)
+        physics.set_actuator_damping_scale(damping_scale)
+        physics.set_joint_friction(extra_damping, extra_friction)
+        for i in list(self._hold_anchor):
+            if i not in active:
+                del self._hold_anchor[i]
+        self._active_physical = active
+
+    def _apply_push(self, inj: Injection, elapsed_ns: int) -> None:
+        p = inj.params
+        direction = np.asarray(p["direction"]) / np.linalg.norm(p["direction"])
+        ramp_ns = p["ramp_s"] * 1e9
+        if ramp_ns > 0:
+            level = min(1.0, (elapsed_ns - inj.start_ns) / ramp_ns, (inj.end_ns - elapsed_ns) / ramp_ns)
+        else:
+            level = 1.0
+        self._add_force(p["link"], max(0.0, level) * p["force_n"] * direction)
+
+    def _apply_hold(self, i: int, inj: Injection) -> None:
+        p = inj.params
+        link = p["link"]
+        pos = self.physics.body_com_pos(link)
+        vel = self.physics.body_com_vel(link)
+        force = -p["stiffness_n_per_m"] * (pos - self._hold_anchor[i]) - p["damping_n_s_per_m"] * vel
+        norm = np.linalg.norm(force)
+        if norm > p["max_force_n"]:
+            force *= p["max_force_n"] / norm
+        self._add_force(link, force)
+
+    def _apply_creep(self, inj: Injection) -> None:
+        p = inj.params
+        direction = np.array(p["direction"], dtype=float)
+        direction[2] = 0.0
+        norm = np.linalg.norm(direction)
+        if norm == 0.0 or p["drift_speed_m_s"] == 0.0:
+            return
+        target_vel = direction / norm * p["drift_speed_m_s"]
+        vel = self.physics.body_com_vel("object")
+        force = _CREEP_GAIN_N_S_PER_M * (target_vel - vel)
+        force[2] = 0.0
+        magnitude = np.linalg.norm(force)
+        if magnitude > p["max_force_n"]:
+            force *= p["max_force_n"] / magnitude
+        self._add_force("object", force)
+
+    def _add_force(self, body: str, force_n: np.ndarray) -> None:
+        bid = self.physics.body_id(body)
+        self.physics.data.xfrc_applied[bid, :3] += force_n
+
+    # ------------------------------------------------------------------ sensors
+    def filter_samples(self, samples: Iterable[StreamSample], first_command_ns: int | None) -> list[StreamSample]:
+        """Apply sensor injections to outgoing samples (drop, NaN, freeze, drift, jitter).
+
+        Args:
+            samples: in time order; stamps are physics time (ns).
+            first_command_ns: physics time of the first mirrored command (None before it).
+        """
+        out = []
+        for sample in samples:
+            elapsed = None if first_command_ns is None else sample.stamp_ns - first_command_ns
+            result = self._filter_one(sample, elapsed)
+            if result is not None:
+                out.append(result)
+        return out
+
+    def _filter_one(self, sample: StreamSample, elapsed_ns: int | None) -> StreamSample | None:
+        stream = sample.stream
+        values = sample.values
+        stamp_ns = sample.stamp_ns
+        touched = False
+        active = [inj for inj in self._sensor if inj.active(elapsed_ns)]
+        for inj in self._sensor:
+            if inj.kind == "frozen" and not inj.active(elapsed_ns):
+                self._frozen_values.pop(inj.index, None)
+        drop = False
+        for inj in active:
+            p = inj.params
+            kind = inj.kind
+            if kind == "ft_bias_drift" and stream == "wrench":
+                seconds = (elapsed_ns - inj.start_ns) * 1e-9
+                axis = _AXES[p["axis"]]
+                if not touched:
+                    values = {k: v.copy() for k, v in values.items()}
+                    touched = True
+                values["force"][axis] += p["force_rate_n_per_s"] * seconds
+                values["torque"][axis] += p["torque_rate_nm_per_s"] * seconds
+            elif kind == "frozen" and p["stream"] == stream:
+                latched = self._frozen_values.get(inj.index)
+                if latched is None:
+                    latched = self._last_values.get(stream, values)
+                    self._frozen_values[inj.index] = {k: v.copy() for k, v in latched.items()}
+                    latched = self._frozen_values[inj.index]
+                values = {k: v.copy() for k, v in latched.items()}
+                touched = True
+            elif kind == "nan_burst" and p["stream"] == stream:
+                if self.rng.random() < p["probability"]:
+                    values = {k: np.full_like(v, np.nan) for k, v in values.items()}
+                    touched = True
+            elif kind == "dropout" and p["stream"] == stream:
+                if self.rng.random() < p["probability"]:
+                    drop = True
+            elif kind == "stamp_jitter" and p["stream"] == stream:
+                stamp_ns += int(round(self.rng.normal(0.0, p["std_ms"] * 1e6)))
+        if not any(inj.kind == "frozen" and inj.params["stream"] == stream for inj in active):
+            self._last_values[stream] = sample.values
+        if drop:
+            self.samples_dropped[stream] = self.samples_dropped.get(stream, 0) + 1
+            return None
+        if not touched and stamp_ns == sample.stamp_ns:
+            return sample
+        return replace(sample, stamp_ns=stamp_ns, values=values)
