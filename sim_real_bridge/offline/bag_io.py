@@ -601,34 +601,79 @@ def _groups(datas: list[bytes]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         yield index, np.frombuffer(joined, dtype=np.uint8).reshape(index.size, int(length))
 
 
+# Distinct byte templates tried per serialized length before the rest goes one by one.
+_MAX_TEMPLATES = 8
+
+
+def _fast_batches(
+    datas: list[bytes], parse: Any, accept: Any
+) -> Iterator[tuple[np.ndarray, _Layout, dict[str, np.ndarray]]]:
+    """Yield (message indices, layout, decoded arrays) for every batch the fast path takes.
+
+    ``parse(buf) -> _Layout`` may raise ValueError/struct.error for layouts it does not
+    know; ``accept(buf, layout, out) -> bool`` checks the template message's decoded
+    row 0 against rosbags. Rows not yielded are left to the per-message path.
+    """
+    for index, rows in _groups(datas):
+        remaining = np.arange(index.size)
+        tried = 0
+        while remaining.size and tried < _MAX_TEMPLATES:
+            tried += 1
+            first = int(remaining[0])
+            sample = datas[int(index[first])]
+            try:
+                layout = parse(sample)
+            except (ValueError, struct.error, UnicodeDecodeError):
+                remaining = remaining[1:]
+                continue
+            candidates = rows if remaining.size == index.size else rows[remaining]
+            ok, out = _batch(candidates, layout, rows[first])
+            if not accept(sample, layout, out):
+                remaining = remaining[1:]
+                continue
+            yield index[remaining[ok]], layout, out
+            remaining = remaining[~ok]
+
+
 def _stamp_ns(sec: np.ndarray, nanosec: np.ndarray) -> np.ndarray:
     return sec * NS_PER_S + nanosec
 
 
+def _stamp_matches(msg: Any, out: dict[str, np.ndarray]) -> bool:
+    return (
+        out["sec"].size > 0
+        and int(out["sec"][0]) == msg.header.stamp.sec
+        and int(out["nanosec"][0]) == msg.header.stamp.nanosec
+    )
+
+
+def _bits_equal(expected: Any, got: np.ndarray) -> bool:
+    expected = np.asarray(expected, dtype=np.float64)
+    return expected.shape == got.shape and np.array_equal(expected.view(np.uint64), got.view(np.uint64))
+
+
 def _decode_joint_states(bags: BagSet, topic: str, recv_ns: np.ndarray, datas: list[bytes]) -> JointStateColumns:
     count = len(datas)
-    first = bags._deserialize(datas[0], JOINT_STATE, topic)
-    names = tuple(first.name)
+    names = tuple(bags._deserialize(datas[0], JOINT_STATE, topic).name)
     width = len(names)
     stamp = np.empty(count, dtype=np.int64)
     columns = {f: np.full((count, width), np.nan) for f in ("position", "velocity", "effort")}
     done = np.zeros(count, dtype=bool)
-    for index, rows in _groups(datas):
-        sample = datas[index[0]]
-        try:
-            layout = _layout_joint_state(sample)
-        except (ValueError, struct.error, UnicodeDecodeError):
-            continue
+
+    def accept(sample: bytes, layout: _Layout, out: dict[str, np.ndarray]) -> bool:
         group_names = layout.extra["names"]
-        if sorted(group_names) != sorted(names) or len(set(names)) != width:
-            continue
+        if len(set(group_names)) != width or set(group_names) != set(names):
+            return False
         if any(n not in (0, width) for _, n in layout.regions.values()):
-            continue
+            return False
+        msg = bags._deserialize(sample, JOINT_STATE, topic)
+        return _stamp_matches(msg, out) and all(
+            _bits_equal(getattr(msg, f), out[f][0]) for f in ("position", "velocity", "effort")
+        )
+
+    for target, layout, out in _fast_batches(datas, _layout_joint_state, accept):
+        group_names = layout.extra["names"]
         perm = np.asarray([group_names.index(n) for n in names], dtype=np.intp)
-        ok, out = _batch(rows, layout, rows[0])
-        if not _joint_sample_matches(bags._deserialize(sample, JOINT_STATE, topic), out, perm):
-            continue
-        target = index[ok]
         stamp[target] = _stamp_ns(out["sec"], out["nanosec"])
         for field_name in ("position", "velocity", "effort"):
             if layout.regions[field_name][1] == width:
@@ -643,61 +688,37 @@ def _decode_joint_states(bags: BagSet, topic: str, recv_ns: np.ndarray, datas: l
                 f"topic {topic} in bag(s) {', '.join(bags.labels)}: joint names change at log time "
                 f"{int(recv_ns[i])} ns: {msg_names} instead of {list(names)}"
             )
-        perm = [msg_names.index(n) for n in names]
+        perm_list = [msg_names.index(n) for n in names]
         stamp[i] = msg.header.stamp.sec * NS_PER_S + msg.header.stamp.nanosec
         for field_name in ("position", "velocity", "effort"):
             values = np.asarray(getattr(msg, field_name), dtype=np.float64)
             if values.size == width:
-                columns[field_name][i] = values[perm]
+                columns[field_name][i] = values[perm_list]
             elif values.size != 0:
                 raise BagError(
                     f"topic {topic} in bag(s) {', '.join(bags.labels)}: {field_name} has {values.size} values "
                     f"for {width} joints at log time {int(recv_ns[i])} ns"
                 )
-    return JointStateColumns(stamp, recv_ns, names, columns["position"], columns["velocity"], columns["effort"], int(slow.size))
-
-
-def _joint_sample_matches(msg: Any, out: dict[str, np.ndarray], perm: np.ndarray) -> bool:
-    if out["sec"].size == 0:
-        return False
-    if int(out["sec"][0]) != msg.header.stamp.sec or int(out["nanosec"][0]) != msg.header.stamp.nanosec:
-        return False
-    for field_name in ("position", "velocity", "effort"):
-        expected = np.asarray(getattr(msg, field_name), dtype=np.float64)
-        got = out[field_name][0]
-        if expected.shape != got.shape or not np.array_equal(expected.view(np.uint64), got.view(np.uint64)):
-            return False
-    return True
+    return JointStateColumns(
+        stamp, recv_ns, names, columns["position"], columns["velocity"], columns["effort"], int(slow.size)
+    )
 
 
 def _decode_fixed(
-    bags: BagSet, topic: str, recv_ns: np.ndarray, datas: list[bytes], msgtype: str, count: int, extract: Any
+    bags: BagSet, topic: str, datas: list[bytes], msgtype: str, count: int, extract: Any
 ) -> tuple[np.ndarray, np.ndarray, str, int]:
     """Decode a header + ``count`` float64 message type; returns (stamp, values, frame_id, slow)."""
     n = len(datas)
-    first = bags._deserialize(datas[0], msgtype, topic)
-    frame_id = first.header.frame_id
+    frame_id = bags._deserialize(datas[0], msgtype, topic).header.frame_id
     stamp = np.empty(n, dtype=np.int64)
     values = np.empty((n, count), dtype=np.float64)
     done = np.zeros(n, dtype=bool)
-    layout_of = _layout_fixed(count)
-    for index, rows in _groups(datas):
-        sample = datas[index[0]]
-        try:
-            layout = layout_of(sample)
-        except (ValueError, struct.error, UnicodeDecodeError):
-            continue
-        ok, out = _batch(rows, layout, rows[0])
+
+    def accept(sample: bytes, layout: _Layout, out: dict[str, np.ndarray]) -> bool:
         msg = bags._deserialize(sample, msgtype, topic)
-        expected = np.asarray(extract(msg), dtype=np.float64)
-        if (
-            out["sec"].size == 0
-            or int(out["sec"][0]) != msg.header.stamp.sec
-            or int(out["nanosec"][0]) != msg.header.stamp.nanosec
-            or not np.array_equal(expected.view(np.uint64), out["values"][0].view(np.uint64))
-        ):
-            continue
-        target = index[ok]
+        return _stamp_matches(msg, out) and _bits_equal(extract(msg), out["values"][0])
+
+    for target, _, out in _fast_batches(datas, _layout_fixed(count), accept):
         stamp[target] = _stamp_ns(out["sec"], out["nanosec"])
         values[target] = out["values"]
         done[target] = True
@@ -720,12 +741,12 @@ def _pose_values(msg: Any) -> list[float]:
 
 
 def _decode_wrenches(bags: BagSet, topic: str, recv_ns: np.ndarray, datas: list[bytes]) -> WrenchColumns:
-    stamp, values, frame_id, slow = _decode_fixed(bags, topic, recv_ns, datas, WRENCH_STAMPED, 6, _wrench_values)
+    stamp, values, frame_id, slow = _decode_fixed(bags, topic, datas, WRENCH_STAMPED, 6, _wrench_values)
     return WrenchColumns(stamp, recv_ns, frame_id, values[:, :3].copy(), values[:, 3:].copy(), slow)
 
 
 def _decode_poses(bags: BagSet, topic: str, recv_ns: np.ndarray, datas: list[bytes]) -> PoseColumns:
-    stamp, values, frame_id, slow = _decode_fixed(bags, topic, recv_ns, datas, POSE_STAMPED, 7, _pose_values)
+    stamp, values, frame_id, slow = _decode_fixed(bags, topic, datas, POSE_STAMPED, 7, _pose_values)
     return PoseColumns(stamp, recv_ns, frame_id, values[:, :3].copy(), values[:, [6, 3, 4, 5]].copy(), slow)
 
 
