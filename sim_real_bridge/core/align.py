@@ -293,10 +293,13 @@ class StreamAligner:
     def _clear(self) -> None:
         self._sim_t.clear()
         self._sim_v.clear()
+        self._sim_evicted = False
+        self._clear_real()
+
+    def _clear_real(self) -> None:
         self._pending.clear()
         self._last_real_stamp = None
         self._last_out_t = None
-        self._sim_evicted = False
         self.reset_count += 1
 
     # -- streaming -----------------------------------------------------------------
@@ -387,8 +390,9 @@ class StreamAligner:
                 if last - stamp <= self.reset_threshold_ns:
                     in_order = False
                 else:
+                    # The real clock stepped back: the sim buffer is still good.
                     counters["real_reset"] += 1
-                    self._clear()
+                    self._clear_real()
             elif stamp - last > self.real_max_gap_ns:
                 counters["real_gap"] += 1
         t = stamp + self._shift_ns
@@ -429,7 +433,11 @@ class StreamAligner:
         while pending:
             t, stamp, value = pending.popleft()
             n = len(sim_t)
-            if n >= 2 and 0 < t - sim_t[-1] <= self.horizon_ns and sim_t[-1] - sim_t[-2] <= self.max_gap_ns:
+            if n and t <= sim_t[-1]:
+                # It waited for a sim sample that will not come; the rest may now pass.
+                self._counters["flushed_unpaired"] += 1
+                out += self._drain(flushing=True)
+            elif n >= 2 and t - sim_t[-1] <= self.horizon_ns and sim_t[-1] - sim_t[-2] <= self.max_gap_ns:
                 self._emit(out, t, stamp, value, n - 2, n - 1, t - sim_t[-1])
             else:
                 self._counters["flushed_unpaired"] += 1
