@@ -26,7 +26,7 @@ from rosbags.rosbag2.storage_mcap import McapReader, decompress
 from rosbags.typesys import get_types_from_idl, get_types_from_msg
 from rosbags.typesys.store import Typestore
 
-from sim_real_bridge.capture.typestore import new_typestore
+from sim_real_bridge.capture.typestore import build_typestore, new_typestore
 from sim_real_bridge.errors import BagError
 
 JOINT_STATE = "sensor_msgs/msg/JointState"
@@ -147,7 +147,7 @@ def _expand(path: Path) -> list[Path]:
     raise BagError(f"bag {path}: looks like a {suffix} file; rename it to end in {suffix}")
 
 
-def _register_bag_types(typestore: Typestore, connections: Iterable[Connection], label: str) -> set[str]:
+def _register_bag_types(typestore: Typestore, connections: Iterable[Connection]) -> set[str]:
     """Register types the bag defines that the typestore lacks; return the still unknown."""
     unknown: set[str] = set()
     for conn in connections:
@@ -447,7 +447,7 @@ def open_bags(
             ``/real/joint_states``). Unmapped topics keep their names; a mapped
             topic the bag lacks raises.
         typestore: base typestore; by default ROS 2 standard types plus ours. Types
-            the bags define are added to a private copy.
+            only the bags define are added to a private store (or to the one given).
 
     Raises:
         BagError: a path is missing, not a bag, corrupt or truncated, or a mapped
@@ -459,9 +459,7 @@ def open_bags(
         raise BagError("no bag given")
     if topic_maps is not None and len(topic_maps) != len(paths):
         raise BagError(f"{len(topic_maps)} topic maps for {len(paths)} bags")
-    store = typestore if typestore is not None else new_typestore()
     sources: list[_Source] = []
-    unknown: set[str] = set()
     try:
         for index, raw_path in enumerate(paths):
             mapping = dict(topic_maps[index] or {}) if topic_maps is not None else {}
@@ -480,12 +478,18 @@ def open_bags(
                     by_topic.setdefault(mapping.get(conn.topic, conn.topic), []).append(conn)
                 logical_of = {c.topic: mapping.get(c.topic, c.topic) for c in reader.connections}
                 sources.append(_Source(label, reader, by_topic, logical_of))
-                unknown |= _register_bag_types(store, reader.connections, label)
             if mapping:
                 present = {c.topic for s in sources[first_source:] for c in s.reader.connections}
                 missing = sorted(set(mapping) - present)
                 if missing:
                     raise BagError(f"bag {raw_path}: mapped topic(s) {', '.join(missing)} not found")
+        connections = [c for source in sources for c in source.reader.connections]
+        store = typestore if typestore is not None else build_typestore()
+        unknown: set[str] = set()
+        if any(c.msgtype not in store.types for c in connections):
+            # The shared store stays untouched; bag-defined types go into a private one.
+            store = typestore if typestore is not None else new_typestore()
+            unknown = _register_bag_types(store, connections)
     except BaseException:
         for source in sources:
             try:
