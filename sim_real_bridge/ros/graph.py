@@ -76,6 +76,8 @@ class GraphOptions:
         params_file: Parameter file of the mirror and the monitor.
         output_dir: Where the monitor writes snapshots and the event log.
         command_topic: Input of the command mirror.
+        limits_file: Joint limits of the real robot for the mirror's safety gate;
+            None means config/robot_limits.yaml (the built-in arm).
     """
 
     config_dir: Path
@@ -86,6 +88,7 @@ class GraphOptions:
     params_file: Path | None = None
     output_dir: Path = Path("sim_real_bridge_out")
     command_topic: str = "/bridge/joint_trajectory"
+    limits_file: Path | None = None
     extra_parameters: dict[str, dict[str, object]] = field(default_factory=dict)
 
 
@@ -96,11 +99,14 @@ def _namespace(value: str, what: str) -> str:
     return value.rstrip("/")
 
 
-def _params_file(options: GraphOptions) -> Path:
-    path = options.params_file or options.config_dir / "sim_real_bridge.yaml"
+def _existing_file(path: Path, what: str) -> Path:
     if not Path(path).is_file():
-        raise ConfigError(f"parameter file not found: {path}")
+        raise ConfigError(f"{what} not found: {path}")
     return Path(path)
+
+
+def _params_file(options: GraphOptions) -> Path:
+    return _existing_file(options.params_file or options.config_dir / "sim_real_bridge.yaml", "parameter file")
 
 
 def _robot_topics(namespace: str) -> tuple[TopicSpec, ...]:
@@ -131,7 +137,10 @@ def bridge_graph(options: GraphOptions) -> list[NodeSpec]:
     sim_time = (("use_sim_time", options.use_sim_time),)
     mirror = NodeSpec(
         executable="command_mirror",
-        parameter_files=params,
+        parameter_files=(
+            _existing_file(options.limits_file or options.config_dir / "robot_limits.yaml", "limits file"),
+            *params,
+        ),
         parameters=sim_time + _extra(options, "command_mirror"),
         remappings=(
             ("bridge/joint_trajectory", options.command_topic),
@@ -142,6 +151,7 @@ def bridge_graph(options: GraphOptions) -> list[NodeSpec]:
         publishes=(
             TopicSpec(f"{sim_ns}/joint_trajectory", TRAJECTORY),
             TopicSpec(f"{real_ns}/joint_trajectory", TRAJECTORY),
+            TopicSpec("/bridge/refusals", f"{PACKAGE}/msg/GapEvent"),
             TopicSpec("/diagnostics", DIAGNOSTICS),
         ),
     )
@@ -228,6 +238,7 @@ BRIDGE_ARGUMENTS: tuple[LaunchArgument, ...] = (
     LaunchArgument("real_namespace", "/real", "Namespace of the physical robot's topics, same names as the simulated side."),
     LaunchArgument("command_topic", "/bridge/joint_trajectory", "JointTrajectory input of the command mirror."),
     LaunchArgument("params_file", "", "Parameter YAML of the mirror and the monitor; empty means config/sim_real_bridge.yaml of this package."),
+    LaunchArgument("limits_file", "", "Joint limits YAML of the real robot for the mirror's safety gate; empty means config/robot_limits.yaml (the built-in arm)."),
     LaunchArgument("output_dir", "sim_real_bridge_out", "Directory for failure snapshots and the event log."),
     LaunchArgument("record", "", "If set, record every topic to this directory as a rosbag2 MCAP bag."),
     LaunchArgument("log_level", "info", "Logging level of every node (debug, info, warn, error)."),
@@ -265,4 +276,5 @@ def options_from_arguments(values: dict[str, str], config_dir: Path) -> GraphOpt
         params_file=Path(merged["params_file"]) if merged["params_file"] else None,
         output_dir=Path(merged["output_dir"]),
         command_topic=merged["command_topic"],
+        limits_file=Path(merged["limits_file"]) if merged["limits_file"] else None,
     )
