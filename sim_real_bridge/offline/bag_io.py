@@ -23,6 +23,7 @@ from rosbags.interfaces import Connection, MessageDefinitionFormat
 from rosbags.rosbag2 import Reader
 from rosbags.rosbag2.reader import DirectoryReader
 from rosbags.rosbag2.storage_mcap import McapReader, decompress
+from rosbags.rosbag2.storage_sqlite3 import Sqlite3Reader
 from rosbags.typesys import get_types_from_idl, get_types_from_msg
 from rosbags.typesys.store import Typestore
 
@@ -282,7 +283,10 @@ class BagSet:
         recv: dict[str, list[int]] = {t: [] for t in topics}
         datas: dict[str, list[bytes]] = {t: [] for t in topics}
         for source in self._sources:
-            if not _scan_mcap_chunks(source, topics, start_ns, stop_ns, recv, datas):
+            if not (
+                _scan_mcap_chunks(source, topics, start_ns, stop_ns, recv, datas)
+                or _query_sqlite(source, topics, start_ns, stop_ns, recv, datas)
+            ):
                 for topic, stamp, data in self._iter_source(source, topics, start_ns, stop_ns):
                     recv[topic].append(stamp)
                     datas[topic].append(data)
@@ -345,19 +349,63 @@ class BagSet:
         return {topic: decoders[topic](self, topic, *raw[topic]) for topic in decoders}
 
 
-def _mcap_storages(reader: Reader) -> list[McapReader] | None:
-    """Return the MCAP storages of a bag when their chunks can be scanned directly."""
+def _storages_of(reader: Reader, kind: type) -> list[Any] | None:
+    """Return the storages of a bag when all are of ``kind`` and hold raw (uncompressed) messages."""
     storage = getattr(reader, "storage", None)
-    if isinstance(storage, McapReader):
+    if isinstance(storage, kind):
         return [storage]
     if (
         isinstance(storage, DirectoryReader)
         and storage.metadata.compression_mode != "message"
         and storage.storages
-        and all(isinstance(s, McapReader) for s in storage.storages)
+        and all(isinstance(s, kind) for s in storage.storages)
     ):
         return list(storage.storages)
     return None
+
+
+def _query_sqlite(
+    source: _Source,
+    topics: Sequence[str],
+    start_ns: int | None,
+    stop_ns: int | None,
+    recv: dict[str, list[int]],
+    datas: dict[str, list[bytes]],
+) -> bool:
+    """Append raw messages of ``topics`` from sqlite3 storages with one query each.
+
+    Returns False when the bag is not sqlite3 so the caller uses rosbags' reader.
+    """
+    storages = _storages_of(source.reader, Sqlite3Reader)
+    if storages is None:
+        return False
+    wanted = set(topics)
+    start = -(2**63) if start_ns is None else int(start_ns)
+    stop = 2**63 - 1 if stop_ns is None else int(stop_ns)
+    try:
+        for storage in storages:
+            by_id = {}
+            for conn in storage.connections:
+                logical = source.logical_of.get(conn.topic)
+                if logical in wanted:
+                    by_id[conn.id] = logical
+            if not by_id or storage.dbconn is None:
+                continue
+            marks = ",".join("?" for _ in by_id)
+            rows = storage.dbconn.execute(
+                f"SELECT topic_id, timestamp, data FROM messages WHERE topic_id IN ({marks}) "
+                "AND timestamp >= ? AND timestamp < ?",
+                (*by_id, start, stop),
+            ).fetchall()
+            for topic_id, stamp, data in rows:
+                topic = by_id[topic_id]
+                recv[topic].append(stamp)
+                datas[topic].append(data)
+    except Exception as exc:  # noqa: BLE001 - apsw raises its own error classes
+        raise BagError(
+            f"bag {source.label}: topic {', '.join(topics)}: cannot read (corrupt or truncated?): {exc}"
+        ) from exc
+    return True
 
 
 def _scan_mcap_chunks(
@@ -376,7 +424,7 @@ def _scan_mcap_chunks(
     not chunked MCAP, so the caller uses rosbags' reader instead. Messages come
     unordered; the caller sorts them.
     """
-    storages = _mcap_storages(source.reader)
+    storages = _storages_of(source.reader, McapReader)
     if storages is None or any(not s.chunks for s in storages if s.statistics and s.statistics.message_count):
         return False
     wanted = set(topics)
