@@ -265,3 +265,24 @@ def test_construction_recovers_partials(store, tmp_path):
     assert [(p.name, a) for p, a in writer.recovered] == [(".000003_x.mcap.partial", "removed")]
     assert os.listdir(tmp_path) == []
     assert recover(tmp_path) == []
+
+
+def test_failure_capture_logs_events_and_snapshot_outcomes(store, tmp_path):
+    from sim_real_bridge.capture.event_log import read_event_log
+    from sim_real_bridge.capture.failure_capture import FailureCapture
+
+    capture = FailureCapture(tmp_path / "run", store, pre_s=1.0, post_s=0.5, label="demo")
+    relative = None
+    for topic, msgtype, recv_ns, raw in stream(store, duration_s=3.0):
+        capture.add_message(topic, msgtype, recv_ns, raw)
+        if relative is None and recv_ns >= T0 + S:
+            relative = capture.record_event({"id": "e1", "category": "human", "start_s": 1.0}, recv_ns)
+            assert capture.record_event({"id": "e1", "category": "human", "end_s": 1.2}, recv_ns) == relative
+        capture.poll(recv_ns)
+    capture.record_event({"id": "e2", "category": "sensor"}, T0 + int(2.9 * S))
+    assert [r.error for r in capture.close()] == [None]
+    assert relative == "snapshots/000001_demo_e1.mcap" and (tmp_path / "run" / relative).is_file()
+    lines = read_event_log(tmp_path / "run" / "events.jsonl").events
+    assert [(line["type"], line["id"]) for line in lines] == [
+        ("event", "e1"), ("event", "e1"), ("snapshot", "e1"), ("event", "e2"), ("snapshot", "e2")]
+    assert lines[0]["snapshot"] == relative and lines[2]["ok"] is True and lines[2]["messages"] > 0
