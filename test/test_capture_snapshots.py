@@ -286,3 +286,15 @@ def test_failure_capture_logs_events_and_snapshot_outcomes(store, tmp_path):
     assert [(line["type"], line["id"]) for line in lines] == [
         ("event", "e1"), ("event", "e1"), ("snapshot", "e1"), ("event", "e2"), ("snapshot", "e2")]
     assert lines[0]["snapshot"] == relative and lines[2]["ok"] is True and lines[2]["messages"] > 0
+
+
+def test_late_poll_still_gets_the_whole_pre_window(store, tmp_path):
+    writer = SnapshotWriter(tmp_path, store, pre_s=1.0, post_s=0.5)
+    writer.request("e", T0 + 2 * S)
+    for item in stream(store, duration_s=6.0):
+        writer.add_message(*item)
+    (result,) = writer.poll(T0 + 6 * S)  # 3.5 s later than due
+    with AnyReader([result.path]) as reader:
+        stamps = [s for _, s, _ in reader.messages()]
+    assert stamps[0] - (T0 + S) < S // 10 and stamps[-1] <= T0 + int(2.5 * S)
+    assert writer.buffer.hold_from_ns is None

@@ -58,6 +58,9 @@ class SnapshotBuffer:
         self.nbytes = 0
         self.dropped_for_memory = 0
         self._latest_ns: int | None = None
+        # Messages at or after this stamp survive the time horizon (a pending snapshot
+        # needs them when poll() comes late); the memory cap still applies.
+        self.hold_from_ns: int | None = None
         self._queues: dict[str, deque[tuple[int, bytes]]] = {}
         self._types: dict[str, str] = {}
 
@@ -79,6 +82,8 @@ class SnapshotBuffer:
     def _prune(self) -> None:
         assert self._latest_ns is not None
         oldest_kept = self._latest_ns - self.horizon_ns
+        if self.hold_from_ns is not None:
+            oldest_kept = min(oldest_kept, self.hold_from_ns)
         for queue in self._queues.values():
             while queue and queue[0][0] < oldest_kept:
                 self.nbytes -= len(queue.popleft()[1])
@@ -229,7 +234,11 @@ class SnapshotWriter:
         request = SnapshotRequest(key, stamp, stamp - self.pre_ns, stamp + self.post_ns, path)
         self._requests[key] = request
         self._pending[key] = request
+        self._update_hold()
         return request
+
+    def _update_hold(self) -> None:
+        self.buffer.hold_from_ns = min((r.start_ns for r in self._pending.values()), default=None)
 
     def poll(self, now_ns: int) -> list[SnapshotResult]:
         """Write every requested snapshot whose window ended at or before ``now_ns``.
@@ -245,6 +254,7 @@ class SnapshotWriter:
 
     def _complete(self, request: SnapshotRequest) -> SnapshotResult:
         del self._pending[request.event_id]
+        self._update_hold()
         result = SnapshotResult(request)
         try:
             self._write(request, result)
