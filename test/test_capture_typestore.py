@@ -272,3 +272,23 @@ def test_custom_msg_types_errors(tmp_path):
     (tmp_path / "Bad.msg").write_text("int32 9bad\n")
     with pytest.raises(ConfigError, match=r"cannot parse message definition .*Bad\.msg"):
         custom_msg_types(tmp_path)
+
+
+def test_share_path_lookup_order_outside_a_checkout(tmp_path, monkeypatch):
+    from sim_real_bridge import resources
+
+    package_dir = tmp_path / "site" / "sim_real_bridge"
+    (package_dir / "_share" / "msg").mkdir(parents=True)
+    (package_dir / "_share" / "msg" / "Packaged.msg").write_text("int32 x\n")
+    monkeypatch.setattr(resources, "_PACKAGE_DIR", package_dir)
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(tmp_path / "empty_prefix"))
+    assert resources.share_path("msg") == package_dir / "_share" / "msg"
+
+    prefix = tmp_path / "prefix"
+    (prefix / "share" / "ament_index" / "resource_index" / "packages").mkdir(parents=True)
+    (prefix / "share" / "ament_index" / "resource_index" / "packages" / "sim_real_bridge").write_text("")
+    (prefix / "share" / "sim_real_bridge" / "msg").mkdir(parents=True)
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
+    assert resources.share_path("msg") == prefix / "share" / "sim_real_bridge" / "msg"
+    with pytest.raises(ConfigError, match=r"looked in: ament share .*; package data .*_share/config"):
+        resources.share_path("config")
