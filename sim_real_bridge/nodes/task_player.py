@@ -1,0 +1,124 @@
+"""task_player: plays a built-in command program (reach, wipe, push, tour) as JointTrajectory.
+
+Topics (relative names; the demo remaps ``bridge/joint_trajectory`` to the command
+mirror's input):
+
+- publishes ``bridge/joint_trajectory`` (trajectory_msgs/JointTrajectory, reliable):
+  one trajectory per cycle of the program (each starts and ends at the home pose; a
+  cycle is sent when the previous one ends, so each new goal replaces a finished one);
+  header stamps are zero (start on receipt), points carry positions and velocities;
+- publishes ``heartbeat_topic`` (std_msgs/Empty) every ``heartbeat_period_s`` while the
+  program runs (the command mirror's liveness input).
+
+Parameters: ``scenario`` (its ``task`` and ``duration_s`` are used unless ``task`` /
+``duration_s`` are set), ``start_delay_s`` (wait after a subscriber appears),
+``heartbeat_topic``, ``heartbeat_period_s``. The program uses the node's clock, so
+it follows /clock under ``use_sim_time``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import rclpy
+from rclpy.signals import SignalHandlerOptions
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.node import Node
+from std_msgs.msg import Empty
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from sim_real_bridge.conversions import robot_msgs
+from sim_real_bridge.errors import ConfigError
+from sim_real_bridge.nodes.sim_robot import run_node
+from sim_real_bridge.ros.qos import COMMAND_QOS
+from sim_real_bridge.sim.scenario import load_scenario
+from sim_real_bridge.sim.tasks import TASKS, build_program
+
+NODE_NAME = "task_player"
+_NS_PER_S = 1_000_000_000
+
+
+class TaskPlayerNode(Node):
+    """Sends the cycles of a command program at their offsets from the first send."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(NODE_NAME, **kwargs)
+
+        def describe(text: str) -> ParameterDescriptor:
+            return ParameterDescriptor(description=text)
+
+        self.declare_parameter("scenario", "nominal", describe("Scenario whose task and duration are played."))
+        self.declare_parameter("task", "", describe(f"Program to play ({', '.join(TASKS)}); empty: the scenario's."))
+        self.declare_parameter("duration_s", 0.0, describe("Program length, s; 0: the scenario's duration_s."))
+        self.declare_parameter("start_delay_s", 1.0, describe("Wait after the first subscriber appears, s."))
+        self.declare_parameter(
+            "heartbeat_topic", "/command_mirror/heartbeat", describe("std_msgs/Empty liveness topic; empty: none.")
+        )
+        self.declare_parameter("heartbeat_period_s", 0.2, describe("Heartbeat period, s."))
+        scenario = load_scenario(str(self.get_parameter("scenario").value))
+        task = str(self.get_parameter("task").value) or scenario.task
+        duration_s = float(self.get_parameter("duration_s").value) or scenario.duration_s
+        if task not in TASKS:
+            raise ConfigError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
+        self.program = build_program(task, duration_s)
+        self._segments = list(self.program.segments)
+        self._start_delay_ns = int(float(self.get_parameter("start_delay_s").value) * _NS_PER_S)
+        self._publisher = self.create_publisher(JointTrajectory, "bridge/joint_trajectory", COMMAND_QOS)
+        topic = str(self.get_parameter("heartbeat_topic").value)
+        self._heartbeat_pub = self.create_publisher(Empty, topic, COMMAND_QOS) if topic else None
+        self._ready_ns: int | None = None
+        self._start_ns: int | None = None
+        self.sent = 0
+        self._timer = self.create_timer(0.005, self._on_tick)
+        self._heartbeat_timer = self.create_timer(
+            float(self.get_parameter("heartbeat_period_s").value), self._on_heartbeat
+        )
+        self.get_logger().info(
+            f"task {task!r} for {duration_s:.1f} s: {len(self._segments)} cycle(s) "
+            f"({', '.join(p.name for p in self.program.phases)}) on {self._publisher.topic_name}"
+        )
+
+    def _on_tick(self) -> None:
+        now = self.get_clock().now().nanoseconds
+        if now == 0:
+            return  # no /clock yet
+        if self._start_ns is None:
+            if self._publisher.get_subscription_count() == 0:
+                return
+            if self._ready_ns is None:
+                self._ready_ns = now
+            if now - self._ready_ns < self._start_delay_ns:
+                return
+            self._start_ns = now
+        while self._segments and self._start_ns + self._segments[0][0] <= now:
+            offset_ns, trajectory = self._segments.pop(0)
+            msg = robot_msgs.joint_trajectory_from_data(JointTrajectory, JointTrajectoryPoint, trajectory, stamp_ns=0)
+            self._publisher.publish(msg)
+            self.sent += 1
+            phase = self.program.phases[self.sent - 1]
+            self.get_logger().info(f"cycle {self.sent}: {phase.name} at t={offset_ns / _NS_PER_S:.1f} s")
+        if not self._segments and self._timer is not None:
+            self.get_logger().info("program sent in full")
+            self._timer.cancel()
+
+    @property
+    def finished(self) -> bool:
+        """Whether every cycle has been sent."""
+        return not self._segments
+
+    def _on_heartbeat(self) -> None:
+        if self._heartbeat_pub is None or self._start_ns is None:
+            return
+        end_ns = self._start_ns + self.program.duration_ns
+        if self.get_clock().now().nanoseconds <= end_ns:
+            self._heartbeat_pub.publish(Empty())
+
+
+def main(args: list[str] | None = None) -> None:
+    """Entry point of the ``task_player`` executable."""
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    run_node(TaskPlayerNode)
+
+
+if __name__ == "__main__":
+    main()
