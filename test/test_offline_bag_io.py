@@ -431,3 +431,23 @@ def test_truncated_sqlite3(store, tmp_path):
     with pytest.raises(BagError, match=r"bag .*bag.*(cannot open|cannot read) \(corrupt or truncated\?\)"):
         with open_bags(bag) as bags:
             bags.read_columns("/sim/wrench")
+
+
+def test_same_topic_with_two_types_across_bags(store, tmp_path):
+    rng = np.random.default_rng(0)
+    first = write_bag(store, tmp_path / "a", [("/x", T0, wrench(store, T0, rng))])
+    second = write_bag(store, tmp_path / "b", [("/x", T0, pose(store, T0, rng))])
+    with open_bags([first, second]) as bags:
+        with pytest.raises(BagError, match=r"topic /x is geometry_msgs/msg/WrenchStamped in bag .*a but geometry_msgs/msg/PoseStamped in bag .*b"):
+            bags.topic_types()
+
+
+def test_time_range_of_empty_bags(store, tmp_path):
+    with Writer(tmp_path / "empty", version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        writer.add_connection("/w", WS, typestore=store)
+    with open_bags(tmp_path / "empty" / "metadata.yaml") as bags:
+        assert bags.topic_types() == {"/w": WS}
+        with pytest.raises(BagError, match=r"bags .*empty hold no messages"):
+            bags.time_range_ns()
+        with pytest.raises(BagError, match=r"topic /w of bag\(s\) .*empty has no messages$"):
+            bags.read_columns("/w")
