@@ -451,3 +451,29 @@ def test_time_range_of_empty_bags(store, tmp_path):
             bags.time_range_ns()
         with pytest.raises(BagError, match=r"topic /w of bag\(s\) .*empty has no messages$"):
             bags.read_columns("/w")
+
+
+def test_imu_columns_equal_rosbags(store, tmp_path):
+    from sim_real_bridge.offline.bag_io import ImuColumns
+
+    rng = np.random.default_rng(9)
+    vec, quat = store.types["geometry_msgs/msg/Vector3"], store.types["geometry_msgs/msg/Quaternion"]
+    messages = []
+    for i in range(30):
+        q, w, a = rng.normal(size=4), rng.normal(size=3), rng.normal(size=3)
+        msg = store.types["sensor_msgs/msg/Imu"](
+            header=header(store, T0 + i, "imu_link"), orientation=quat(x=q[0], y=q[1], z=q[2], w=q[3]),
+            orientation_covariance=rng.normal(size=9), angular_velocity=vec(x=w[0], y=w[1], z=w[2]),
+            angular_velocity_covariance=rng.normal(size=9), linear_acceleration=vec(x=a[0], y=a[1], z=a[2]),
+            linear_acceleration_covariance=rng.normal(size=9))
+        messages.append(("/imu", T0 + 10 * i, msg))
+    bag = write_bag(store, tmp_path / "bag", messages)
+    with open_bags(bag) as bags:
+        cols = bags.read_columns("/imu")
+    ref = reference([bag], "/imu")
+    assert isinstance(cols, ImuColumns) and cols.slow_count == 0 and cols.frame_id == "imu_link"
+    assert cols.stamp_ns.tolist() == [stamp_of(m) for _, m in ref]
+    assert same(cols.orientation_wxyz, [[m.orientation.w, m.orientation.x, m.orientation.y, m.orientation.z] for _, m in ref])
+    assert same(cols.angular_velocity_rad_s, [[m.angular_velocity.x, m.angular_velocity.y, m.angular_velocity.z] for _, m in ref])
+    assert same(cols.linear_acceleration_m_s2,
+                [[m.linear_acceleration.x, m.linear_acceleration.y, m.linear_acceleration.z] for _, m in ref])

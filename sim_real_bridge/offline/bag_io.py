@@ -33,6 +33,7 @@ from sim_real_bridge.errors import BagError
 JOINT_STATE = "sensor_msgs/msg/JointState"
 WRENCH_STAMPED = "geometry_msgs/msg/WrenchStamped"
 POSE_STAMPED = "geometry_msgs/msg/PoseStamped"
+IMU = "sensor_msgs/msg/Imu"
 NS_PER_S = 1_000_000_000
 _MCAP_MAGIC = b"\x89MCAP0\r\n"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -93,7 +94,24 @@ class PoseColumns:
         return int(self.stamp_ns.shape[0])
 
 
-Columns = JointStateColumns | WrenchColumns | PoseColumns
+@dataclass(frozen=True)
+class ImuColumns:
+    """sensor_msgs/Imu as arrays: orientation_wxyz (N, 4), angular_velocity_rad_s (N, 3),
+    linear_acceleration_m_s2 (N, 3); covariances are dropped."""
+
+    stamp_ns: np.ndarray
+    recv_ns: np.ndarray
+    frame_id: str
+    orientation_wxyz: np.ndarray
+    angular_velocity_rad_s: np.ndarray
+    linear_acceleration_m_s2: np.ndarray
+    slow_count: int = 0
+
+    def __len__(self) -> int:
+        return int(self.stamp_ns.shape[0])
+
+
+Columns = JointStateColumns | WrenchColumns | PoseColumns | ImuColumns
 
 
 @dataclass(frozen=True)
@@ -802,7 +820,24 @@ def _decode_poses(bags: BagSet, topic: str, recv_ns: np.ndarray, datas: list[byt
     return PoseColumns(stamp, recv_ns, frame_id, values[:, :3].copy(), values[:, [6, 3, 4, 5]].copy(), slow)
 
 
+def _imu_values(msg: Any) -> list[float]:
+    q, w, a = msg.orientation, msg.angular_velocity, msg.linear_acceleration
+    return [
+        q.x, q.y, q.z, q.w, *msg.orientation_covariance,
+        w.x, w.y, w.z, *msg.angular_velocity_covariance,
+        a.x, a.y, a.z, *msg.linear_acceleration_covariance,
+    ]
+
+
+def _decode_imus(bags: BagSet, topic: str, recv_ns: np.ndarray, datas: list[bytes]) -> ImuColumns:
+    stamp, values, frame_id, slow = _decode_fixed(bags, topic, datas, IMU, 37, _imu_values)
+    return ImuColumns(
+        stamp, recv_ns, frame_id, values[:, [3, 0, 1, 2]].copy(), values[:, 13:16].copy(), values[:, 25:28].copy(), slow
+    )
+
+
 _DECODERS = {
+    IMU: _decode_imus,
     JOINT_STATE: _decode_joint_states,
     WRENCH_STAMPED: _decode_wrenches,
     POSE_STAMPED: _decode_poses,
