@@ -7,6 +7,11 @@ message of each length is parsed, checked against rosbags' own deserializer, and
 every other message of that length is checked byte for byte against it outside
 the stamp and float regions. Messages that do not match are deserialized one by
 one with rosbags, so the columns are always equal to what rosbags decodes.
+
+Column types: JointState, WrenchStamped, PoseStamped and Imu; every other type goes
+through :meth:`BagSet.iter_messages`. Raw messages come from MCAP chunks scanned in
+one loop (rosbags' index and decompression) or one SQL query per sqlite3 file;
+anything else (per-message compression, unchunked MCAP) uses rosbags' reader.
 """
 
 from __future__ import annotations
@@ -334,9 +339,9 @@ class BagSet:
         try:
             return self.typestore.deserialize_cdr(data, msgtype)
         except Exception as exc:  # noqa: BLE001 - rosbags raises several serde errors
-            raise BagError(
-                f"topic {topic} in bag(s) {', '.join(self.labels)}: cannot deserialize {msgtype}: {exc}"
-            ) from exc
+            info = self.topics().get(topic)
+            where = ", ".join(info.bags if info is not None else self.labels)
+            raise BagError(f"topic {topic} in bag(s) {where}: cannot deserialize {msgtype}: {exc}") from exc
 
     def read_columns(self, topic: str, start_ns: int | None = None, stop_ns: int | None = None) -> Columns:
         """Decode a JointState, WrenchStamped or PoseStamped topic into columns.
