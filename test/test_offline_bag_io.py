@@ -477,3 +477,24 @@ def test_imu_columns_equal_rosbags(store, tmp_path):
     assert same(cols.angular_velocity_rad_s, [[m.angular_velocity.x, m.angular_velocity.y, m.angular_velocity.z] for _, m in ref])
     assert same(cols.linear_acceleration_m_s2,
                 [[m.linear_acceleration.x, m.linear_acceleration.y, m.linear_acceleration.z] for _, m in ref])
+
+
+@pytest.mark.parametrize("mode", ["STORAGE", "MESSAGE", "FILE"])
+def test_compressed_bags(store, tmp_path, mode):
+    from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
+
+    messages = robot_messages(store, "/sim", n=40)
+    path = tmp_path / "bag"
+    writer = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP)
+    writer.set_compression(CompressionMode[mode], CompressionFormat.ZSTD)
+    with writer:
+        conns = {}
+        for topic, log_ns, msg in messages:
+            if topic not in conns:
+                conns[topic] = writer.add_connection(topic, msg.__msgtype__, typestore=store)
+            writer.write(conns[topic], log_ns, store.serialize_cdr(msg, msg.__msgtype__))
+    uncompressed = write_bag(store, tmp_path / "plain", messages)
+    with open_bags(path) as bags:
+        cols = bags.read_many(["/sim/joint_states", "/sim/wrench"])
+    assert_joint_columns(cols["/sim/joint_states"], reference([uncompressed], "/sim/joint_states"))
+    assert_wrench_columns(cols["/sim/wrench"], reference([uncompressed], "/sim/wrench"))
