@@ -292,3 +292,41 @@ def test_share_path_lookup_order_outside_a_checkout(tmp_path, monkeypatch):
     assert resources.share_path("msg") == prefix / "share" / "sim_real_bridge" / "msg"
     with pytest.raises(ConfigError, match=r"looked in: ament share .*; package data .*_share/config"):
         resources.share_path("config")
+
+
+def test_salvage_keeps_complete_chunks_of_a_torn_recording(store, tmp_path):
+    string = store.types["std_msgs/msg/String"]
+    target = tmp_path / "recording"
+    bag = BagWriter(target, store).open()
+    bag.add_topic("/chatter", "std_msgs/msg/String")
+    bag.add_topic("/divergence/events", "sim_real_bridge/msg/GapEvent")
+    payloads = []
+    for i in range(120):
+        raw = bytes(store.serialize_cdr(string(data=f"{i}:" + "x" * 20_000), "std_msgs/msg/String"))
+        payloads.append(raw)
+        bag.write("/chatter", 10**9 + i, raw)
+        if i == 3:
+            bag.write_message("/divergence/events", 10**9 + i, gap_event(store))
+    bag._writer.storage.bio.flush()  # what the OS holds when the process is killed
+    torn = partial_dir_for(target) / "recording" / "recording.mcap"
+    with torn.open("r+b") as handle:  # the last chunk was being written: tear it
+        handle.truncate(torn.stat().st_size - 1000)
+
+    actions = recover_partials(tmp_path, salvage=True)
+    assert actions == [(target, "salvaged")]
+    assert sorted(os.listdir(tmp_path)) == ["recording"]
+    with Reader(target) as reader:
+        got = [(c.topic, t, bytes(d)) for c, t, d in reader.messages()]
+    chatter = [d for topic, _, d in got if topic == "/chatter"]
+    assert 0 < len(chatter) < 120 and chatter == payloads[: len(chatter)]
+    assert [t for topic, t, _ in got if topic == "/divergence/events"] == [10**9 + 3]
+
+
+def test_salvage_of_a_file_without_complete_chunks_removes_it(store, tmp_path):
+    target = tmp_path / "tiny.mcap"
+    bag = BagWriter(target, store).open()
+    bag.add_topic("/chatter", "std_msgs/msg/String")
+    bag.write("/chatter", 1, b"\x00\x01\x00\x00\x02\x00\x00\x00a\x00")
+    bag._writer.storage.bio.flush()
+    assert recover_partials(tmp_path, salvage=True) == [(partial_dir_for(target), "removed")]
+    assert os.listdir(tmp_path) == []

@@ -20,12 +20,16 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import struct
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.rosbag2.errors import WriterError
+from rosbags.rosbag2.storage_mcap import decompress as mcap_decompress
+from rosbags.typesys import get_types_from_msg
 from rosbags.typesys.store import Typestore
 
 from sim_real_bridge.errors import SnapshotError
@@ -217,15 +221,107 @@ class BagWriter:
         shutil.rmtree(self._work_dir, ignore_errors=True)
 
 
-def recover_partials(directory: Path | str) -> list[tuple[Path, str]]:
+def _iter_complete_chunks(path: Path) -> Iterator[tuple[int, bytes]]:
+    """Yield (opcode, body) of every record inside the complete chunks of an MCAP file.
+
+    Stops quietly at the first torn or unreadable record: the writer died there.
+    """
+    with path.open("rb") as handle:
+        data = handle.read()
+    if not data.startswith(_MCAP_MAGIC):
+        return
+    pos = len(_MCAP_MAGIC)
+    while pos + 9 <= len(data):
+        opcode = data[pos]
+        (length,) = struct.unpack_from("<Q", data, pos + 1)
+        body_start, body_end = pos + 9, pos + 9 + length
+        if body_end > len(data):
+            return
+        pos = body_end
+        if opcode != 0x06:
+            continue
+        try:
+            uncompressed_size, crc = struct.unpack_from("<QI", data, body_start + 16)
+            (name_len,) = struct.unpack_from("<I", data, body_start + 28)
+            compression = data[body_start + 32 : body_start + 32 + name_len].decode()
+            (compressed_size,) = struct.unpack_from("<Q", data, body_start + 32 + name_len)
+            start = body_start + 40 + name_len
+            chunk = mcap_decompress(data[start : start + compressed_size], compression, uncompressed_size, crc)
+        except Exception:  # noqa: BLE001 - a damaged chunk ends the salvage
+            return
+        inner = 0
+        while inner + 9 <= len(chunk):
+            (inner_len,) = struct.unpack_from("<Q", chunk, inner + 1)
+            end = inner + 9 + inner_len
+            if end > len(chunk):
+                return
+            yield chunk[inner], chunk[inner + 9 : end]
+            inner = end
+
+
+def _mcap_string(body: bytes, pos: int) -> tuple[str, int]:
+    (length,) = struct.unpack_from("<I", body, pos)
+    return body[pos + 4 : pos + 4 + length].decode(), pos + 4 + length
+
+
+def salvage_mcap(source: Path | str, target: Path | str, typestore: Typestore) -> int:
+    """Copy every message of the complete chunks of a torn MCAP file into a new bag.
+
+    Message definitions come from the typestore, or from the schemas in the torn file
+    for types the typestore lacks (registered into ``typestore``).
+
+    Returns:
+        the number of messages saved; 0 means nothing was written.
+    """
+    schemas: dict[int, tuple[str, str]] = {}
+    channels: dict[int, tuple[str, str]] = {}
+    messages: list[tuple[str, int, bytes]] = []
+    for opcode, body in _iter_complete_chunks(Path(source)):
+        try:
+            if opcode == 0x03:
+                (schema_id,) = struct.unpack_from("<H", body, 0)
+                name, pos = _mcap_string(body, 2)
+                _, pos = _mcap_string(body, pos)
+                text, _ = _mcap_string(body, pos)
+                schemas[schema_id] = (name, text)
+            elif opcode == 0x04:
+                channel_id, schema_id = struct.unpack_from("<HH", body, 0)
+                topic, _ = _mcap_string(body, 4)
+                channels[channel_id] = (topic, schemas[schema_id][0])
+                name, text = schemas[schema_id]
+                if name not in typestore.types and text:
+                    typestore.register(get_types_from_msg(text, name))
+            elif opcode == 0x05:
+                channel_id, log_time = struct.unpack_from("<H4xQ", body, 0)
+                if channel_id in channels:
+                    messages.append((channels[channel_id][0], log_time, body[22:]))
+        except Exception:  # noqa: BLE001 - keep what parsed before the damage
+            break
+    if not messages:
+        return 0
+    with BagWriter(target, typestore) as bag:
+        for topic, msgtype in dict(channels.values()).items():
+            if msgtype in typestore.types:
+                bag.add_topic(topic, msgtype)
+        for topic, log_time, data in messages:
+            if topic in bag._msgtypes:
+                bag.write(topic, log_time, data)
+    return len(messages)
+
+
+def recover_partials(
+    directory: Path | str, *, salvage: bool = False, typestore: Typestore | None = None
+) -> list[tuple[Path, str]]:
     """Finish or remove every ``.partial`` work entry left in ``directory`` by a crash.
 
     A work directory whose bag was closed (complete MCAP, and metadata.yaml for a bag
-    directory) but not yet moved is moved into place, unless the target exists;
-    anything else is removed.
+    directory) but not yet moved is moved into place, unless the target exists. With
+    ``salvage`` (for long recordings, never for failure snapshots) a torn MCAP keeps
+    the messages of its complete chunks in a new, valid bag at the target; anything
+    else is removed.
 
     Returns:
-        (path, action) pairs, action being ``"finished"`` or ``"removed"``.
+        (path, action) pairs, action ``"finished"``, ``"salvaged"`` or ``"removed"``.
     """
     directory = Path(directory)
     actions: list[tuple[Path, str]] = []
@@ -248,11 +344,31 @@ def recover_partials(directory: Path | str) -> list[tuple[Path, str]]:
                     _fsync_tree(bag)
                     os.replace(bag, target)
                     finished = True
+        salvaged = False
+        if salvage and not finished and work.is_dir() and not target.exists():
+            stem = target.stem if target.suffix == ".mcap" else target.name
+            torn = work / stem / f"{stem}.mcap"
+            if torn.is_file():
+                store = typestore
+                if store is None:
+                    from sim_real_bridge.capture.typestore import new_typestore  # noqa: PLC0415
+
+                    store = new_typestore()
+                salvage_work = directory / f".{target.name}.salvage"
+                shutil.rmtree(salvage_work, ignore_errors=True)
+                salvage_work.mkdir()
+                try:
+                    moved = salvage_work / torn.name
+                    os.replace(torn, moved)
+                    salvaged = salvage_mcap(moved, target, store) > 0
+                finally:
+                    shutil.rmtree(salvage_work, ignore_errors=True)
         if work.is_dir():
             shutil.rmtree(work, ignore_errors=True)
         else:
             work.unlink(missing_ok=True)
-        actions.append((target if finished else work, "finished" if finished else "removed"))
+        action = "finished" if finished else "salvaged" if salvaged else "removed"
+        actions.append((work if action == "removed" else target, action))
     if actions:
         fsync_path(directory)
     return actions
