@@ -135,13 +135,15 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cdp]:
 def _load(cdp: Cdp, page: Path) -> dict[str, Any]:
     """Open page, wait until every plot is drawn, and return what the browser reported."""
     cdp.events.clear()
-    cdp.send("Page.navigate", {"url": page.resolve().as_uri()})
+    uri = page.resolve().as_uri()
+    cdp.send("Page.navigate", {"url": uri})
     deadline = time.monotonic() + LOAD_TIMEOUT_S
     ready = None
+    # The URL check keeps the previous page's ready flag from counting for this one.
+    probe = (f"location.href === {json.dumps(uri)} && document.readyState === 'complete' && document.body"
+             " ? document.body.getAttribute('data-plots-ready') : null")
     while time.monotonic() < deadline:
-        ready = cdp.evaluate(
-            "document.readyState === 'complete' && document.body ? document.body.getAttribute('data-plots-ready') : null"
-        )
+        ready = cdp.evaluate(probe)
         if ready is not None:
             break
         cdp.drain(0.25)

@@ -662,7 +662,6 @@ def render_rollup_report(
                                       for r in rows], marker_color="#455A64", showlegend=False), row=1, col=1)
         fig.add_trace(go.Bar(x=xs, y=[r["force_rms_n"] for r in rows], marker_color="#E69F00", showlegend=False),
                       row=1, col=2)
-        fig.update_layout(title="Residual RMS per run")
         page.figure("residuals", fig, 380)
     else:
         page.add("residuals", _note("No residual figures in these runs."))
