@@ -24,6 +24,8 @@ from websockets.sync.client import connect
 
 from sim_real_bridge.offline.report import ROLLUP_SECTIONS, RUN_SECTIONS, write_report, write_rollup_report
 
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WINDOW = (1400, 3000)
 START_TIMEOUT_S = 60.0
