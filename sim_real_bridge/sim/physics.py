@@ -90,11 +90,13 @@ class ArmPhysics:
         """Advance physics by ``n`` timesteps (1 ms each by default).
 
         Raises:
-            SimulationError: the state became non-finite (MuJoCo warning).
+            SimulationError: the state became non-finite (MuJoCo reset it and warned).
         """
         mujoco.mj_step(self.model, self.data, nstep=int(n))
-        if self.data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number:
-            raise SimulationError("MuJoCo reported a non-finite acceleration (unstable state)")
+        warnings = self.data.warning
+        for kind in (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADQPOS):
+            if warnings[kind].number:
+                raise SimulationError(f"MuJoCo reported an unstable state ({kind.name}) at t={self.data.time:.3f} s")
 
     def forward(self) -> None:
         """Recompute derived quantities (positions, sensors) without advancing time."""

@@ -199,6 +199,12 @@ def build_cycle(kind: str) -> JointTrajectoryData:
         seed = solve_ik(physics, pos, seed_q_rad=seed)
         qs.append(seed)
     q = np.vstack([home_q[None, :], np.vstack(qs)])
+    # The arm is redundant: IK may come home in another null-space posture. Blend the
+    # (small, nearly null-space) difference in over the last leg so every cycle ends
+    # exactly at home.
+    n_last = int(round(_cycle_waypoints(kind, home_pos)[-1][1] * 1e9 / POINT_SPACING_NS))
+    ramp = _min_jerk(n_last + 1)[1:]
+    q[-n_last:] += ramp[:, None] * (home_q - q[-1])[None, :]
     dt_s = POINT_SPACING_NS * 1e-9
     qd = np.gradient(q, dt_s, axis=0)
     qd[0] = 0.0
