@@ -172,6 +172,18 @@ def test_latency_shifts_the_pairing_only_when_compensated(compensate, expected_s
     assert aligner.latency_ns == 2 * MS
 
 
+def test_latency_compensation_can_be_switched_at_run_time():
+    aligner = StreamAligner(1)
+    aligner.set_latency_ns(2 * MS)
+    for k in range(11):
+        aligner.push_sim(k * MS, np.array([float(k)]))
+    (kept,) = aligner.push_real(5 * MS, np.array([0.0]))
+    aligner.compensate_latency = True
+    (compensated,) = aligner.push_real(9 * MS, np.array([0.0]))
+    assert aligner.compensate_latency
+    np.testing.assert_allclose([kept.sim[0], compensated.sim[0]], [5.0, 7.0])
+
+
 def test_quaternion_block_is_slerped_and_linear_columns_are_not():
     layout = ChannelLayout(5, quat_starts=[1])
     axis = np.array([0.0, 1.0, 0.0])

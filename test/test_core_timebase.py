@@ -82,9 +82,11 @@ def test_offset_ignores_queuing_bursts():
     assert abs(est.offset_ns(recv) - off) < 0.2 * MS
 
 
-def test_unequal_minimum_transport_delay_biases_the_offset_by_the_difference():
+@pytest.mark.parametrize(("known_floors", "expected_bias_ns"), [(False, 600_000), (True, 0)])
+def test_unequal_minimum_transport_delay_biases_the_offset_unless_given(known_floors, expected_bias_ns):
     rng = np.random.default_rng(5)
-    est = ClockOffsetEstimator()
+    floors = {"sim_min_transport_ns": 100_000, "real_min_transport_ns": 700_000} if known_floors else {}
+    est = ClockOffsetEstimator(**floors)
     # Real link 0.6 ms slower at best than the sim link: unobservable from stamps alone.
     events = []
     for period, side, floor in ((MS, "sim", 100_000), (4 * MS, "real", 700_000)):
@@ -96,7 +98,7 @@ def test_unequal_minimum_transport_delay_biases_the_offset_by_the_difference():
             est.update_sim(wall + 4 * S, recv)
         else:
             est.update_real(wall, recv)
-    assert abs(est.offset_ns() - (4 * S + 600_000)) < 0.1 * MS
+    assert abs(est.offset_ns() - (4 * S + expected_bias_ns)) < 0.1 * MS
 
 
 def test_clock_jump_backwards_restarts_that_side():

@@ -19,6 +19,16 @@ latency of the real robot behind the sim) supplied by the caller, typically from
 :mod:`sim_real_bridge.core.timebase`.
 
 Quaternion blocks are four consecutive columns ``[w, x, y, z]``.
+
+Edge cases, each counted by reason in :attr:`StreamAligner.counters` (never raised):
+duplicate stamps are dropped; a late (out-of-order) sample is inserted at its place
+if it can still be used (a sim sample inside the buffer, a real one not behind a
+pair already emitted, so output stamps stay strictly increasing), else dropped; a
+stamp jumping back by more than ``reset_threshold_ns`` is a reset (sim: both
+buffers cleared; real: its queue cleared) and starts a new ``epoch``; a real sample
+older than the sim buffer is dropped. Memory is bounded by ``max_buffer`` sim
+samples and ``max_pending`` real ones. :func:`align_batch` applies the same rules to
+whole arrays with ``numpy.searchsorted``.
 """
 
 from __future__ import annotations
@@ -176,8 +186,9 @@ class StreamAligner:
         horizon_ns: largest extrapolation allowed, in ns (0: interpolation only).
         max_buffer: sim samples kept (must cover the real stream's delay).
         max_gap_ns: sim stamps further apart than this are a gap, never interpolated across.
-        reset_threshold_ns: a stamp going back by more than this is a reset
-            (buffers cleared); a smaller step back is dropped as out of order.
+        reset_threshold_ns: a stamp going back by more than this is a reset (a sim
+            reset clears everything, a real one the real queue); a smaller step back
+            is a late sample, inserted at its place while it can still be used.
         max_pending: real samples allowed to wait for the sim stream.
         real_max_gap_ns: real stamps further apart than this are counted as a gap
             (default: ``max_gap_ns`` times 10).
@@ -227,7 +238,7 @@ class StreamAligner:
         self.reset_threshold_ns = int(reset_threshold_ns)
         self.max_pending = int(max_pending)
         self.real_max_gap_ns = int(real_max_gap_ns) if real_max_gap_ns is not None else 10 * self.max_gap_ns
-        self.compensate_latency = bool(compensate_latency)
+        self._compensate_latency = bool(compensate_latency)
         self.reorder_window_ns = int(reorder_window_ns)
         self._n = layout.n_values
         self._shape = (layout.n_values,)
@@ -266,8 +277,18 @@ class StreamAligner:
         self._latency_ns = int(latency_ns)
         self._update_shift()
 
+    @property
+    def compensate_latency(self) -> bool:
+        """Whether real samples are paired with the sim ``latency_ns`` earlier."""
+        return self._compensate_latency
+
+    @compensate_latency.setter
+    def compensate_latency(self, on: bool) -> None:
+        self._compensate_latency = bool(on)
+        self._update_shift()
+
     def _update_shift(self) -> None:
-        self._shift_ns = self._offset_ns - (self._latency_ns if self.compensate_latency else 0)
+        self._shift_ns = self._offset_ns - (self._latency_ns if self._compensate_latency else 0)
 
     # -- diagnostics ---------------------------------------------------------------
 

@@ -146,6 +146,9 @@ class ClockOffsetEstimator:
         window_buckets: buckets kept per side (window = bucket_ns * window_buckets).
         reset_threshold_ns: a stamp going back, or ``recv - stamp`` falling below the
             envelope, by more than this restarts that side's estimate (clock jump).
+        sim_min_transport_ns: smallest sim-to-monitor delay, if known (e.g. measured);
+            only the difference with ``real_min_transport_ns`` matters.
+        real_min_transport_ns: smallest real-to-monitor delay, if known.
 
     Raises:
         ConfigError: if a parameter is out of range.
@@ -156,6 +159,8 @@ class ClockOffsetEstimator:
         bucket_ns: int = 500_000_000,
         window_buckets: int = 20,
         reset_threshold_ns: int = 500_000_000,
+        sim_min_transport_ns: int = 0,
+        real_min_transport_ns: int = 0,
     ) -> None:
         if int(bucket_ns) <= 0:
             raise ConfigError(f"ClockOffsetEstimator bucket_ns must be > 0, got {bucket_ns}")
@@ -166,6 +171,7 @@ class ClockOffsetEstimator:
                 f"ClockOffsetEstimator reset_threshold_ns must be > 0, got {reset_threshold_ns}"
             )
         self.reset_threshold_ns = int(reset_threshold_ns)
+        self._transport_diff_ns = int(real_min_transport_ns) - int(sim_min_transport_ns)
         self._sim = _Envelope(int(bucket_ns), int(window_buckets))
         self._real = _Envelope(int(bucket_ns), int(window_buckets))
         self._last_recv = 0
@@ -215,13 +221,16 @@ class ClockOffsetEstimator:
             return OffsetEstimate(0, math.inf, 0.0, math.inf, False)
         env_sim = self._sim.predict_min(recv)
         env_real = self._real.predict_min(recv)
-        offset = env_real - env_sim
+        offset = env_real - env_sim - self._transport_diff_ns
         var = self._sim.variance_at(recv) + self._real.variance_at(recv)
         b_sim, sb_sim = self._sim.slope()
         b_real, sb_real = self._real.slope()
         drift_ppm = (b_real - b_sim) * 1e6
         drift_std = math.hypot(sb_sim, sb_real) * 1e6
         return OffsetEstimate(int(round(offset)), math.sqrt(var), drift_ppm, drift_std, True)
+
+
+_COARSE_SAMPLES = 128
 
 
 class LatencyEstimate(NamedTuple):
@@ -307,7 +316,7 @@ class LatencyEstimator:
         max_latency_ns: int = 200_000_000,
         window_ns: int = 2_000_000_000,
         update_every_ns: int = 500_000_000,
-        step_ns: int = 1_000_000,
+        step_ns: int = 2_000_000,
         min_motion_rad: float = 0.02,
         n_keep: int = 8,
         max_buffer: int = 4096,
@@ -409,10 +418,12 @@ class LatencyEstimator:
         t_rel = (t_r - t_r[0]).astype(np.float64)
         sim_rel = (sim_t - t_r[0]).astype(np.float64)
         grid = np.arange(self.min_latency_ns, self.max_latency_ns + 1, self.step_ns, dtype=np.float64)
-        cost = self._cost(grid, t_rel, q_r, sim_rel, sim_q, joints)
+        # The coarse search only has to land in the right basin: a subsample will do.
+        every = max(1, t_rel.size // _COARSE_SAMPLES)
+        cost = self._cost(grid, t_rel[::every], q_r[::every], sim_rel, sim_q, joints)
         k = int(np.argmin(cost))
         k = min(max(k, 1), grid.size - 2)
-        fine = np.linspace(grid[k - 1], grid[k + 1], 21)
+        fine = np.linspace(grid[k - 1], grid[k + 1], 11)
         fine_cost = self._cost(fine, t_rel, q_r, sim_rel, sim_q, joints)
         m = int(np.argmin(fine_cost))
         m = min(max(m, 1), fine.size - 2)
