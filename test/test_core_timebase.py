@@ -65,6 +65,8 @@ def test_offset_and_drift_are_recovered(offset_s, drift_ppm):
     est = ClockOffsetEstimator()
     truth = _feed_clock(est, rng, 12.0, int(offset_s * S), drift_ppm)
     errors = np.array([est.offset_ns(recv) - off for recv, off in truth[-300:]])
+    recv_last = truth[-1][0]
+    assert est.offset_ns(recv_last) == est.estimate(recv_last).offset_ns
     # Same minimum transport delay on both sides: the offset is observable to ~the queuing floor.
     assert np.max(np.abs(errors)) < 0.2 * MS
     final = est.estimate()

@@ -211,8 +211,16 @@ class ClockOffsetEstimator:
         return self._sim.count > 0 and self._real.count > 0
 
     def offset_ns(self, recv_ns: Optional[int] = None) -> int:
-        """Offset (sim minus real clock) at ``recv_ns`` (default: latest receive), 0 if not valid."""
-        return self.estimate(recv_ns).offset_ns
+        """Offset (sim minus real clock) at ``recv_ns`` (default: latest receive), 0 if not valid.
+
+        The cheap call for every message; :meth:`estimate` adds drift and uncertainties.
+        """
+        if not self.valid:
+            return 0
+        recv = self._last_recv if recv_ns is None else int(recv_ns)
+        env_sim = self._sim.predict_min(recv)
+        env_real = self._real.predict_min(recv)
+        return int(round(env_real - env_sim - self._transport_diff_ns))
 
     def estimate(self, recv_ns: Optional[int] = None) -> OffsetEstimate:
         """Offset, drift and their uncertainties at ``recv_ns`` (default: latest receive)."""
