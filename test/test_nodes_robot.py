@@ -1,0 +1,212 @@
+"""The robot nodes over real rclpy, in-process: sim_robot, reality_standin, task_player."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+import rclpy
+import yaml
+from geometry_msgs.msg import PoseStamped, WrenchStamped
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+from sim_real_bridge.conversions import robot_msgs
+from sim_real_bridge.msg import InjectionArray
+from sim_real_bridge.nodes.reality_standin import RealityStandinNode
+from sim_real_bridge.nodes.sim_robot import SimRobotNode
+from sim_real_bridge.nodes.task_player import TaskPlayerNode
+from sim_real_bridge.ros.qos import COMMAND_QOS, LATCHED_QOS, SENSOR_QOS
+from sim_real_bridge.sim.physics import ARM_JOINT_NAMES, ArmPhysics
+
+pytestmark = [pytest.mark.ros, pytest.mark.mujoco]
+
+#: Upper bound on waiting for a condition; generous because the machine is shared.
+WAIT_S = 30.0
+
+
+@pytest.fixture()
+def ros():
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    executor = SingleThreadedExecutor(context=context)
+    nodes = []
+
+    class Ros:
+        def add(self, node):
+            nodes.append(node)
+            executor.add_node(node)
+            return node
+
+        def helper(self, name: str):
+            return self.add(rclpy.create_node(name, context=context))
+
+        def spin_until(self, condition: Callable[[], bool], what: str) -> None:
+            clock = rclpy.clock.Clock(clock_type=rclpy.clock.ClockType.STEADY_TIME)
+            deadline = clock.now().nanoseconds + int(WAIT_S * 1e9)
+            while not condition():
+                if clock.now().nanoseconds > deadline:
+                    raise AssertionError(f"timed out waiting for {what}")
+                executor.spin_once(timeout_sec=0.01)
+
+    ros = Ros()
+    ros.context = context
+    yield ros
+    for node in nodes:
+        executor.remove_node(node)
+        node.destroy_node()
+    executor.shutdown()
+    rclpy.try_shutdown(context=context)
+
+
+def collect(helper, msg_type, topic, qos=SENSOR_QOS) -> list:
+    received: list = []
+    helper.create_subscription(msg_type, topic, received.append, qos)
+    return received
+
+
+def trajectory_msg(target: np.ndarray, seconds: int = 1) -> JointTrajectory:
+    msg = JointTrajectory()
+    msg.joint_names = list(ARM_JOINT_NAMES)
+    point = JointTrajectoryPoint()
+    point.positions = [float(v) for v in target]
+    point.time_from_start.sec = seconds
+    msg.points = [point]
+    return msg
+
+
+def test_sim_robot_follows_a_trajectory_and_publishes_streams(ros):
+    node = ros.add(SimRobotNode(namespace="/sim", context=ros.context))
+    helper = ros.helper("probe")
+    joints = collect(helper, JointState, "/sim/joint_states")
+    wrenches = collect(helper, WrenchStamped, "/sim/wrench")
+    ee = collect(helper, PoseStamped, "/sim/ee_pose")
+    objects = collect(helper, PoseStamped, "/sim/object_pose")
+    rtf = collect(helper, Float64, "/sim/sim_robot/realtime_factor", 10)
+    command = helper.create_publisher(JointTrajectory, "/sim/sim_robot/joint_trajectory", COMMAND_QOS)
+    ros.spin_until(lambda: joints and wrenches and ee and objects and command.get_subscription_count(), "streams")
+
+    assert list(joints[-1].name) == list(ARM_JOINT_NAMES)
+    assert wrenches[-1].header.frame_id == "ft_sensor"
+    assert ee[-1].header.frame_id == "world" and objects[-1].header.frame_id == "world"
+    # Stamps come from physics time: exactly one 500 Hz period apart.
+    stamps = [robot_msgs.stamp_to_ns(m.header.stamp) for m in joints[-5:]]
+    assert set(np.diff(stamps)) <= {2_000_000, 4_000_000, 6_000_000}
+
+    target = ArmPhysics().home_q_rad + 0.2
+    command.publish(trajectory_msg(target))
+
+    def reached() -> bool:
+        return bool(joints) and np.allclose(joints[-1].position, target, atol=0.01)
+
+    ros.spin_until(reached, "the arm to reach the target")
+    assert node.robot.first_command_ns is not None
+    ros.spin_until(lambda: rtf, "a real-time factor")
+    assert np.isfinite(rtf[-1].data) and rtf[-1].data > 0
+
+
+def test_bad_trajectories_are_counted_not_fatal(ros):
+    node = ros.add(SimRobotNode(namespace="/sim", context=ros.context))
+    helper = ros.helper("probe")
+    joints = collect(helper, JointState, "/sim/joint_states")
+    command = helper.create_publisher(JointTrajectory, "/sim/sim_robot/joint_trajectory", COMMAND_QOS)
+    ros.spin_until(lambda: command.get_subscription_count() and joints, "the node")
+    bad = trajectory_msg(np.zeros(7))
+    bad.joint_names = ["a", "b"]
+    command.publish(bad)
+    ros.spin_until(lambda: node._problems.count("bad_trajectory") == 1, "the refusal to be counted")
+    count = len(joints)
+    ros.spin_until(lambda: len(joints) > count + 10, "publishing to go on")
+    assert node.robot.first_command_ns is None
+
+
+def test_standin_labels_injections_and_drops_only_the_named_stream(ros, tmp_path: Path):
+    scenario = {
+        "name": "node_dropout",
+        "seed": 1,
+        "duration_s": 30,
+        "task": "reach",
+        "injections": [{"category": "sensor", "kind": "dropout", "start_s": 0, "end_s": 30, "params": {"stream": "wrench"}}],
+    }
+    path = tmp_path / "node_dropout.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    node = ros.add(
+        RealityStandinNode(
+            namespace="/real",
+            context=ros.context,
+            parameter_overrides=[Parameter("scenario", value=str(path))],
+        )
+    )
+    helper = ros.helper("probe")
+    labels = collect(helper, InjectionArray, "/reality/injections", LATCHED_QOS)
+    joints = collect(helper, JointState, "/real/joint_states")
+    wrenches = collect(helper, WrenchStamped, "/real/wrench")
+    command = helper.create_publisher(JointTrajectory, "/real/reality_standin/joint_trajectory", COMMAND_QOS)
+    ros.spin_until(lambda: labels and wrenches and command.get_subscription_count(), "labels and wrench")
+    assert labels[-1].scenario == "node_dropout"
+    assert labels[-1].elapsed_s < 0 and not labels[-1].injections[0].active
+
+    command.publish(trajectory_msg(ArmPhysics().home_q_rad))
+    ros.spin_until(lambda: labels[-1].elapsed_s >= 0 and labels[-1].injections[0].active, "the injection to start")
+    label = labels[-1].injections[0]
+    assert (label.category, label.kind, label.start_s, label.end_s) == ("sensor", "dropout", 0.0, 30.0)
+    assert {kv.key: kv.value for kv in label.params}["stream"] == "wrench"
+
+    first_ns = node.robot.first_command_ns
+    wrench_count, joint_count = len(wrenches), len(joints)
+    ros.spin_until(lambda: len(joints) > joint_count + 200, "joint states to keep coming")
+    # Wrench samples stamped after the first command never arrive.
+    t0 = node.physics_to_ros_ns(first_ns)
+    late = [m for m in wrenches if robot_msgs.stamp_to_ns(m.header.stamp) > t0 + 2_000_000]
+    assert late == []
+    assert len(wrenches) <= wrench_count + 2
+    assert node.robot.reality.samples_dropped["wrench"] > 100
+
+
+def test_sim_time_clock_source_publishes_clock(ros):
+    node = ros.add(
+        SimRobotNode(
+            namespace="/sim",
+            context=ros.context,
+            parameter_overrides=[Parameter("use_sim_time", value=True), Parameter("sim_speed", value=0.0)],
+        )
+    )
+    helper = ros.helper("probe")
+    clocks = collect(helper, Clock, "/clock", 10)
+    joints = collect(helper, JointState, "/sim/joint_states")
+    ros.spin_until(lambda: len(clocks) > 20 and joints, "/clock")
+    values = [robot_msgs.stamp_to_ns(c.clock) for c in clocks]
+    assert values == sorted(values) and values[-1] > values[0]
+    # In sim time the stamps are physics time itself: multiples of the 2 ms period.
+    assert all(robot_msgs.stamp_to_ns(m.header.stamp) % 2_000_000 == 0 for m in joints)
+    assert node.robot.time_ns >= values[-1]
+
+
+def test_task_player_sends_the_program(ros):
+    player = ros.add(
+        TaskPlayerNode(
+            context=ros.context,
+            parameter_overrides=[
+                Parameter("scenario", value="nominal"),
+                Parameter("task", value="wipe"),
+                Parameter("duration_s", value=5.0),
+                Parameter("start_delay_s", value=0.0),
+            ],
+        )
+    )
+    helper = ros.helper("probe")
+    received = collect(helper, JointTrajectory, "/bridge/joint_trajectory", COMMAND_QOS)
+    ros.spin_until(lambda: received, "the first cycle")
+    msg = received[0]
+    assert list(msg.joint_names) == list(ARM_JOINT_NAMES)
+    assert robot_msgs.stamp_to_ns(msg.header.stamp) == 0
+    data = robot_msgs.joint_trajectory_to_data(msg)
+    assert data.points[0].velocities is not None
+    assert data.duration_ns == player.program.segments[0][1].duration_ns
+    assert player.finished
