@@ -413,15 +413,22 @@ def test_truncated_or_corrupt_mcap(store, tmp_path, damage):
                 bags.read_columns("/sim/wrench")
 
 
-def test_corrupt_chunk_records_are_detected(store, tmp_path):
-    bag = write_bag(store, tmp_path / "bag", robot_messages(store, "/sim", n=50))
+@pytest.mark.parametrize("field", ["length", "opcode"])
+def test_corrupt_chunk_records_are_detected(store, tmp_path, field):
+    messages = robot_messages(store, "/sim", n=50)
+    bag = write_bag(store, tmp_path / "bag", messages)
     path = bag / "bag.mcap"
     data = bytearray(path.read_bytes())
-    first_message = data.index(b"\x05", data.index(b"/sim/joint_states") + 20)
-    data[first_message + 1 : first_message + 9] = (10**9).to_bytes(8, "little")
+    topic, _, msg = messages[30]
+    record = data.index(bytes(store.serialize_cdr(msg, msg.__msgtype__))) - 31
+    assert data[record] == 0x05
+    if field == "length":
+        data[record + 1 : record + 9] = (10**9).to_bytes(8, "little")
+    else:
+        data[record] = 0x7F
     path.write_bytes(bytes(data))
-    with open_bags(bag) as bags, pytest.raises(BagError, match=r"bag .*bag: topic /sim/wrench: cannot read \(corrupt or truncated\?\)"):
-        bags.read_columns("/sim/wrench")
+    with open_bags(bag) as bags, pytest.raises(BagError, match=rf"bag .*bag: topic {topic}: cannot read \(corrupt or truncated\?\)"):
+        bags.read_columns(topic)
 
 
 def test_truncated_sqlite3(store, tmp_path):
@@ -498,3 +505,24 @@ def test_compressed_bags(store, tmp_path, mode):
         cols = bags.read_many(["/sim/joint_states", "/sim/wrench"])
     assert_joint_columns(cols["/sim/joint_states"], reference([uncompressed], "/sim/joint_states"))
     assert_wrench_columns(cols["/sim/wrench"], reference([uncompressed], "/sim/wrench"))
+
+
+def test_chunks_without_message_indexes_are_walked_record_by_record(store, tmp_path, monkeypatch):
+    from sim_real_bridge.offline import bag_io
+
+    monkeypatch.setattr(bag_io, "_indexed_chunk_messages", lambda *args: None)
+    messages = robot_messages(store, "/sim", n=60)
+    bag = write_bag(store, tmp_path / "bag", messages)
+    with open_bags(bag) as bags:
+        cols = bags.read_many(["/sim/joint_states", "/sim/wrench"], T0 + 10 * 2_000_000, T0 + 50 * 2_000_000)
+    ref = [(t, m) for t, m in reference([bag], "/sim/joint_states") if T0 + 20_000_000 <= t < T0 + 100_000_000]
+    assert_joint_columns(cols["/sim/joint_states"], ref)
+    assert len(cols["/sim/wrench"]) == 40
+
+    path = bag / "bag.mcap"
+    data = bytearray(path.read_bytes())
+    record = data.index(bytes(store.serialize_cdr(messages[31][2], WS))) - 31
+    data[record + 1 : record + 9] = (10**9).to_bytes(8, "little")
+    path.write_bytes(bytes(data))
+    with open_bags(bag) as bags, pytest.raises(BagError, match=r"topic /sim/wrench: cannot read .*record overruns chunk"):
+        bags.read_columns("/sim/wrench")

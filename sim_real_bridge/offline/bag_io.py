@@ -431,6 +431,70 @@ def _query_sqlite(
     return True
 
 
+_U64 = np.arange(8)
+_U16 = np.arange(2)
+
+
+def _gather(buf: np.ndarray, offsets: np.ndarray, width: np.ndarray, dtype: str) -> np.ndarray:
+    """Read one little-endian integer of ``len(width)`` bytes at each offset."""
+    return buf[offsets[:, None] + width].view(dtype).ravel()
+
+
+def _indexed_chunk_messages(
+    bio: Any, chunk: Any, raw: bytes, channels: Mapping[int, Any], start: int, stop: int
+) -> dict[int, tuple[list[int], list[bytes]]] | None:
+    """Slice the wanted messages out of a decompressed chunk using its message indexes.
+
+    Every index entry is checked against the record it points at (opcode, channel,
+    log time, length within the chunk); a mismatch means a corrupt file and raises
+    ValueError. Without indexes it returns None and the caller walks the chunk
+    record by record instead.
+    """
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    out: dict[int, tuple[list[int], list[bytes]]] = {}
+    for channel_id in channels:
+        index_offset = chunk.message_index_offsets.get(channel_id)
+        if index_offset is None:
+            if chunk.channel_count.get(channel_id, 0):
+                return None
+            continue
+        where = f"chunk at offset {chunk.chunk_start_offset}, channel {channel_id}"
+        bio.seek(index_offset)
+        head = bio.read(15)
+        if len(head) != 15:
+            raise ValueError(f"message index of {where} is truncated")
+        opcode, _, index_channel, records_len = struct.unpack("<BQHI", head)
+        if opcode != 0x07 or index_channel != channel_id or records_len % 16:
+            raise ValueError(f"message index of {where} is invalid")
+        records = bio.read(records_len)
+        if len(records) != records_len:
+            raise ValueError(f"message index of {where} is truncated")
+        pairs = np.frombuffer(records, dtype="<u8").reshape(-1, 2)
+        log_times = pairs[:, 0].astype(np.int64)
+        offsets = pairs[:, 1].astype(np.int64)
+        if offsets.size == 0:
+            continue
+        if offsets.min() < 0 or offsets.max() + 31 > buf.size:
+            raise ValueError(f"message index of {where} points outside the chunk")
+        lengths = _gather(buf, offsets + 1, _U64, "<u8").astype(np.int64)
+        ends = offsets + 9 + lengths
+        if (
+            not np.all(buf[offsets] == 0x05)
+            or not np.all(_gather(buf, offsets + 9, _U16, "<u2") == channel_id)
+            or not np.array_equal(_gather(buf, offsets + 15, _U64, "<u8").astype(np.int64), log_times)
+            or lengths.min() < 22
+            or ends.max() > buf.size
+        ):
+            raise ValueError(f"message index of {where} disagrees with the chunk's records")
+        keep = (log_times >= start) & (log_times < stop)
+        starts = (offsets + 31)[keep].tolist()
+        out[channel_id] = (
+            log_times[keep].tolist(),
+            [raw[a:b] for a, b in zip(starts, ends[keep].tolist(), strict=True)],
+        )
+    return out
+
+
 def _scan_mcap_chunks(
     source: _Source,
     topics: Sequence[str],
@@ -439,11 +503,12 @@ def _scan_mcap_chunks(
     recv: dict[str, list[int]],
     datas: dict[str, list[bytes]],
 ) -> bool:
-    """Append the raw messages of ``topics`` by scanning MCAP chunks in one loop each.
+    """Append the raw messages of ``topics`` by reading MCAP chunks directly.
 
     rosbags' generic reader builds several objects per record; this reads each chunk,
-    decompresses it with rosbags' own checked ``decompress`` and walks its records
-    with ``struct.unpack_from``. Returns False (nothing appended) when the bag is
+    decompresses it with rosbags' own checked ``decompress`` and slices the wanted
+    messages out by the chunk's message indexes (numpy), or walks its records with
+    ``struct.unpack_from`` when there are none. Returns False (nothing appended) when the bag is
     not chunked MCAP, so the caller uses rosbags' reader instead. Messages come
     unordered; the caller sorts them.
     """
@@ -479,6 +544,12 @@ def _scan_mcap_chunks(
                 if len(compressed) != chunk.compressed_size:
                     raise ValueError(f"chunk at offset {chunk.chunk_start_offset} is truncated")
                 raw = decompress(compressed, chunk.compression, chunk.uncompressed_size, crc)
+                indexed = _indexed_chunk_messages(bio, chunk, raw, by_channel, start, stop)
+                if indexed is not None:
+                    for channel_id, (log_times, payloads) in indexed.items():
+                        by_channel[channel_id][0].extend(log_times)
+                        by_channel[channel_id][1].extend(payloads)
+                    continue
                 end = len(raw)
                 pos = 0
                 while pos < end:
