@@ -234,6 +234,16 @@ def test_latency_reset_and_stale_samples():
     assert not est.estimate().valid and est.n_windows == 0
 
 
+def test_latency_resets_itself_when_stamps_jump_back():
+    est = LatencyEstimator(3, reset_threshold_ns=500 * MS)
+    _feed_latency(est, 10 * MS, duration_s=4.0)
+    assert est.estimate().valid
+    est.add_sim(0, np.zeros(3))  # sim restarted: stamps 4 s back
+    assert est.reset_count == 1 and not est.estimate().valid
+    _feed_latency(est, 25 * MS, duration_s=5.0, seed=3)  # new epoch from t = 0 again
+    assert abs(est.estimate().latency_ns - 25 * MS) < 0.2 * MS
+
+
 def test_latency_follows_a_change():
     est = LatencyEstimator(3, n_keep=4)
     _feed_latency(est, 10 * MS, duration_s=6.0)
@@ -249,6 +259,7 @@ def test_latency_follows_a_change():
         ({"n_joints": 2, "min_latency_ns": 0, "max_latency_ns": 1 * MS}, "max_latency_ns > min_latency_ns"),
         ({"n_joints": 2, "window_ns": 0}, "must be > 0"),
         ({"n_joints": 2, "n_keep": 0}, "n_keep >= 1"),
+        ({"n_joints": 2, "reset_threshold_ns": 0}, "reset_threshold_ns must be > 0"),
     ],
 )
 def test_latency_estimator_rejects_bad_settings(kwargs, match):

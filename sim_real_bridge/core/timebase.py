@@ -178,7 +178,7 @@ class ClockOffsetEstimator:
         self.reset_count = 0
 
     def reset(self) -> None:
-        """Forget both sides."""
+        """Forget both sides (counted in ``reset_count``, as automatic resets are)."""
         self._sim.clear()
         self._real.clear()
         self.reset_count += 1
@@ -312,6 +312,8 @@ class LatencyEstimator:
             in the window; windows without a moving joint are skipped.
         n_keep: window estimates combined into the reported one.
         max_buffer: samples kept per side (must cover ``window_ns + max_latency_ns`` of sim).
+        reset_threshold_ns: a stamp going back by more than this on either side
+            (a restart, or a new clock offset) resets the estimator.
 
     Raises:
         ConfigError: if a parameter is out of range.
@@ -328,6 +330,7 @@ class LatencyEstimator:
         min_motion_rad: float = 0.02,
         n_keep: int = 8,
         max_buffer: int = 4096,
+        reset_threshold_ns: int = 1_000_000_000,
     ) -> None:
         if int(n_joints) < 1:
             raise ConfigError(f"LatencyEstimator n_joints must be >= 1, got {n_joints}")
@@ -341,6 +344,8 @@ class LatencyEstimator:
                 f"LatencyEstimator step_ns, window_ns and update_every_ns must be > 0, got "
                 f"{step_ns}, {window_ns}, {update_every_ns}"
             )
+        if int(reset_threshold_ns) <= 0:
+            raise ConfigError(f"LatencyEstimator reset_threshold_ns must be > 0, got {reset_threshold_ns}")
         if int(n_keep) < 1 or int(max_buffer) < 16:
             raise ConfigError(
                 f"LatencyEstimator needs n_keep >= 1 and max_buffer >= 16, got {n_keep}, {max_buffer}"
@@ -352,6 +357,8 @@ class LatencyEstimator:
         self.update_every_ns = int(update_every_ns)
         self.step_ns = int(step_ns)
         self.min_motion_rad = float(min_motion_rad)
+        self.reset_threshold_ns = int(reset_threshold_ns)
+        self.reset_count = 0
         self._sim = _Ring(int(max_buffer), self.n_joints)
         self._real = _Ring(int(max_buffer), self.n_joints)
         self._estimates: deque[tuple[float, float]] = deque(maxlen=int(n_keep))
@@ -360,7 +367,8 @@ class LatencyEstimator:
         self.skipped_low_motion = 0
 
     def reset(self) -> None:
-        """Forget all samples and estimates."""
+        """Forget all samples and estimates (counted in ``reset_count``)."""
+        self.reset_count += 1
         self._sim.clear()
         self._real.clear()
         self._estimates.clear()
@@ -368,18 +376,30 @@ class LatencyEstimator:
         self.n_windows = 0
 
     def add_sim(self, stamp_ns: int, q_rad: np.ndarray) -> None:
-        """Add a sim joint-position sample (sim time base); older stamps are ignored."""
+        """Add a sim joint-position sample (sim time base); late stamps are ignored.
+
+        A stamp more than ``reset_threshold_ns`` behind the last one (a sim restart)
+        resets the estimator.
+        """
+        stamp = int(stamp_ns)
         last = self._sim.last_stamp()
-        if last is not None and stamp_ns <= last:
-            return
-        self._sim.append(int(stamp_ns), q_rad)
+        if last is not None and stamp <= last:
+            if last - stamp <= self.reset_threshold_ns:
+                return
+            self.reset()
+        self._sim.append(stamp, q_rad)
 
     def add_real(self, stamp_ns: int, q_rad: np.ndarray) -> bool:
-        """Add a real sample (already on the sim time base); True if a window was fitted."""
+        """Add a real sample (already on the sim time base); True if a window was fitted.
+
+        Late stamps are ignored; a jump back beyond ``reset_threshold_ns`` resets.
+        """
         stamp = int(stamp_ns)
         last = self._real.last_stamp()
         if last is not None and stamp <= last:
-            return False
+            if last - stamp <= self.reset_threshold_ns:
+                return False
+            self.reset()
         self._real.append(stamp, q_rad)
         if self._next_update is None:
             self._next_update = stamp + self.window_ns
