@@ -144,7 +144,8 @@ def test_unknown_names(physics):
         physics.joint_index("joint9")
 
 
-def test_unstable_state_is_reported(physics):
+def test_unstable_state_is_reported(physics, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MuJoCo appends the warning to ./MUJOCO_LOG.TXT
     physics.data.qvel[0] = np.nan
     with pytest.raises(SimulationError, match="unstable state"):
         physics.step(1)
