@@ -414,16 +414,19 @@ def _query_sqlite(
                     by_id[conn.id] = logical
             if not by_id or storage.dbconn is None:
                 continue
+            # One scan of the messages table (rosbag2 has no index on topic_id).
             marks = ",".join("?" for _ in by_id)
             rows = storage.dbconn.execute(
                 f"SELECT topic_id, timestamp, data FROM messages WHERE topic_id IN ({marks}) "
                 "AND timestamp >= ? AND timestamp < ?",
                 (*by_id, start, stop),
             ).fetchall()
+            per_topic: dict[str, tuple[list[int], list[bytes]]] = {t: (recv[t], datas[t]) for t in by_id.values()}
+            targets = {topic_id: per_topic[topic] for topic_id, topic in by_id.items()}
             for topic_id, stamp, data in rows:
-                topic = by_id[topic_id]
-                recv[topic].append(stamp)
-                datas[topic].append(data)
+                stamps, payloads = targets[topic_id]
+                stamps.append(stamp)
+                payloads.append(data)
     except Exception as exc:  # noqa: BLE001 - apsw raises its own error classes
         raise BagError(
             f"bag {source.label}: topic {', '.join(topics)}: cannot read (corrupt or truncated?): {exc}"
