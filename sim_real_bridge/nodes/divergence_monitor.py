@@ -1,0 +1,423 @@
+"""divergence_monitor: both robots' streams in; divergence topics, events, snapshots out.
+
+Subscribes (sensor-data QoS, through the message_filters API) to each side's
+``joint_states`` and ``wrench`` and, where configured, ``ee_pose`` and
+``object_pose``, plus the mirrored commands; feeds
+:class:`~sim_real_bridge.core.engine.DivergenceEngine` and publishes what it finds:
+
+- ``/divergence/joints`` (JointDivergence), ``/divergence/pose`` (PoseDivergence),
+  ``/divergence/contact`` (ContactResidual) at the engine's output rates;
+- ``/divergence/events`` (GapEvent) when an event opens and when it closes;
+- ``/divergence/summary`` (DivergenceSummary) at ``summary_rate_hz``;
+- ``/divergence/markers`` (MarkerArray) at ``markers_rate_hz``;
+- ``/diagnostics``: one status per input stream, plus alignment and snapshots.
+
+Each event gets an MCAP snapshot of its window and a line in ``events.jsonl`` under
+``output_dir``; on shutdown the run summary is written to ``monitor_summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import rclpy
+from diagnostic_msgs.msg import KeyValue
+from geometry_msgs.msg import PoseStamped, WrenchStamped
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message, serialize_message
+from sensor_msgs.msg import JointState
+from trajectory_msgs.msg import JointTrajectory
+from visualization_msgs import msg as viz_msgs
+
+import sim_real_bridge.msg as srb_msgs
+from sim_real_bridge.capture.failure_capture import FailureCapture
+from sim_real_bridge.conversions import divergence_msgs as convert
+from sim_real_bridge.conversions.robot_msgs import (
+    joint_state_to_arrays,
+    joint_trajectory_to_data,
+    pose_to_arrays,
+    stamp_to_ns,
+    wrench_to_arrays,
+)
+from sim_real_bridge.core import validation
+from sim_real_bridge.core.engine import DivergenceEngine, EngineConfig, TickOutput
+from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventRecord
+from sim_real_bridge.core.stream_status import StreamStatus
+from sim_real_bridge.errors import ConfigError, SimRealBridgeError, SnapshotError
+from sim_real_bridge.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsPublisher, make_status
+from sim_real_bridge.ros.filters import message_filters
+from sim_real_bridge.ros.qos import OUTPUT_QOS
+
+NODE_NAME = "divergence_monitor"
+SUMMARY_FILE = "monitor_summary.json"
+LEVELS = {0: OK, 1: WARN, 2: ERROR, 3: STALE}
+
+#: Best effort (accepts reliable and best-effort publishers, like sensor-data QoS),
+#: with a queue deep enough to ride out a snapshot write at 1 kHz.
+INPUT_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=500, reliability=ReliabilityPolicy.BEST_EFFORT)
+COMMAND_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=50, reliability=ReliabilityPolicy.BEST_EFFORT)
+
+#: Streams of each side: parameter key -> (message type, ROS type name, required).
+STREAMS: dict[str, tuple[type, str, bool]] = {
+    "joint_states": (JointState, "sensor_msgs/msg/JointState", True),
+    "wrench": (WrenchStamped, "geometry_msgs/msg/WrenchStamped", True),
+    "ee_pose": (PoseStamped, "geometry_msgs/msg/PoseStamped", False),
+    "object_pose": (PoseStamped, "geometry_msgs/msg/PoseStamped", False),
+    "joint_trajectory": (JointTrajectory, "trajectory_msgs/msg/JointTrajectory", False),
+}
+
+#: Parameters of the node itself: name -> (default, description).
+NODE_PARAMETERS: dict[str, tuple[Any, str]] = {
+    "output_dir": ("sim_real_bridge_out", "Directory for snapshots, events.jsonl and monitor_summary.json."),
+    "tick_period_s": (0.02, "Period of the analysis timer (s); outputs keep the engine's own rates."),
+    "summary_rate_hz": (1.0, "Rate of /divergence/summary."),
+    "markers_rate_hz": (10.0, "Rate of /divergence/markers."),
+    "diagnostics_period_s": (1.0, "Period of /diagnostics."),
+    "stale_periods": (3.0, "A stream is STALE after this many expected periods without a message."),
+    "snapshot_pre_s": (10.0, "Seconds of raw streams kept before an event's start in its snapshot."),
+    "snapshot_post_s": (2.0, "Seconds after an event's start in its snapshot."),
+    "snapshot_max_total_mb": (500.0, "Disk cap of all snapshots; the oldest go first."),
+    "snapshot_label": ("", "Prefix of snapshot file names (the scenario, for example)."),
+    "pose_frame_id": ("world", "Frame of ee_pose and object_pose on both sides (for markers and checks)."),
+    "expected_frames.wrench": ("", "Frame the wrench messages must carry on both sides; empty accepts any."),
+    "expected_frames.pose": ("", "Frame the pose messages must carry on both sides; empty accepts any."),
+    "max_joints": (64, "A joint_states message with more joints than this is refused as oversized."),
+    "max_future_s": (5.0, "A stamp this far ahead of the receive time is refused (same clock only)."),
+    "stamps_on_node_clock": (True, "Both sides stamp on this node's clock, so future stamps can be checked."),
+}
+
+
+def _engine_parameters(prefix: str, config: Any) -> dict[str, Any]:
+    """Flattened ``engine.*`` parameters with the dataclass defaults."""
+    out: dict[str, Any] = {}
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if is_dataclass(value):
+            out.update(_engine_parameters(f"{prefix}{f.name}.", value))
+        else:
+            out[f"{prefix}{f.name}"] = value
+    return out
+
+
+class DivergenceMonitor(Node):
+    """The live monitor; everything is created here, callbacks only feed and publish."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(NODE_NAME, **kwargs)
+        for name, (default, description) in NODE_PARAMETERS.items():
+            self.declare_parameter(name, default, ParameterDescriptor(description=description))
+        for side in ("sim", "real"):
+            for stream in STREAMS:
+                self.declare_parameter(
+                    f"{side}_topics.{stream}", f"{side}/{stream}",
+                    ParameterDescriptor(description=f"{side} side {stream} topic; empty disables it."),
+                )
+        engine_defaults = _engine_parameters("engine.", EngineConfig())
+        for name, default in engine_defaults.items():
+            self.declare_parameter(name, default, ParameterDescriptor(description="see sim_real_bridge.core.engine.EngineConfig"))
+        param = lambda name: self.get_parameter(name).value  # noqa: E731
+        self._engine = DivergenceEngine(EngineConfig.from_dict(
+            {name[len("engine."):]: param(name) for name in engine_defaults}
+        ))
+        self._limits = validation.InputLimits(max_joints=int(param("max_joints")), max_future_s=float(param("max_future_s")))
+        self._stamps_on_node_clock = bool(param("stamps_on_node_clock"))
+        self._expected_frames = {"wrench": param("expected_frames.wrench"), "pose": param("expected_frames.pose")}
+        self._pose_frame = param("pose_frame_id")
+        self._output_dir = Path(param("output_dir")).expanduser().resolve()
+        self._output_dir.mkdir(parents=True, exist_ok=True)
+
+        self._pub_joints = self.create_publisher(srb_msgs.JointDivergence, "/divergence/joints", OUTPUT_QOS)
+        self._pub_pose = self.create_publisher(srb_msgs.PoseDivergence, "/divergence/pose", OUTPUT_QOS)
+        self._pub_contact = self.create_publisher(srb_msgs.ContactResidual, "/divergence/contact", OUTPUT_QOS)
+        self._pub_events = self.create_publisher(srb_msgs.GapEvent, "/divergence/events", OUTPUT_QOS)
+        self._pub_summary = self.create_publisher(srb_msgs.DivergenceSummary, "/divergence/summary", OUTPUT_QOS)
+        self._pub_markers = self.create_publisher(viz_msgs.MarkerArray, "/divergence/markers", OUTPUT_QOS)
+
+        self._snapshot_error: str | None = None
+        self._capture: FailureCapture | None = None
+        try:
+            self._capture = FailureCapture(
+                self._output_dir,
+                pre_s=float(param("snapshot_pre_s")), post_s=float(param("snapshot_post_s")),
+                max_total_bytes=int(float(param("snapshot_max_total_mb")) * 1e6),
+                label=str(param("snapshot_label")),
+            )
+        except SnapshotError as error:
+            self._snapshot_failed(str(error), self._now_ns())
+        self._snapshot_paths: dict[str, str] = {}
+        self._open_categories: dict[str, str] = {}
+        self._latest_pose: Any | None = None
+        self._logged_once: set[tuple[str, str]] = set()
+
+        self._status: dict[str, StreamStatus] = {}
+        self._subscribers = []
+        stale_periods = float(param("stale_periods"))
+        for side in ("sim", "real"):
+            for stream, (msg_type, type_name, required) in STREAMS.items():
+                topic = param(f"{side}_topics.{stream}")
+                if not topic:
+                    if required:
+                        raise ConfigError(f"parameter {side}_topics.{stream} must name a topic")
+                    continue
+                resolved = self.resolve_topic_name(topic)
+                self._status[resolved] = StreamStatus(resolved, stale_periods=stale_periods)
+                qos = COMMAND_QOS if stream == "joint_trajectory" else INPUT_QOS
+                subscriber = message_filters.Subscriber(self, msg_type, topic, qos_profile=qos, raw=True)
+                subscriber.registerCallback(self._input_callback(side, stream, resolved, msg_type, type_name))
+                self._subscribers.append(subscriber)
+
+        self._tick_timer = self.create_timer(float(param("tick_period_s")), self._on_tick)
+        self._summary_timer = self.create_timer(1.0 / float(param("summary_rate_hz")), self._on_summary)
+        self._markers_timer = self.create_timer(1.0 / float(param("markers_rate_hz")), self._on_markers)
+        self._diagnostics = DiagnosticsPublisher(self, period_s=float(param("diagnostics_period_s")))
+        for topic in self._status:
+            self._diagnostics.add(lambda topic=topic: self._stream_diagnostic(topic))
+        self._diagnostics.add(self._alignment_diagnostic)
+        self._diagnostics.add(self._snapshot_diagnostic)
+        self._finished = False
+        self.get_logger().info(
+            f"monitoring {len(self._status)} streams; output in {self._output_dir}; "
+            f"message_filters: {message_filters.__name__}"
+        )
+
+    # ------------------------------------------------------------------ input
+    def _now_ns(self) -> int:
+        return self.get_clock().now().nanoseconds
+
+    def _problem(self, topic: str, reason: str, recv_ns: int, refused: bool, detail: str = "") -> None:
+        self._status[topic].on_problem(reason, recv_ns, refused)
+        if (topic, reason) not in self._logged_once:
+            self._logged_once.add((topic, reason))
+            action = "refused" if refused else "flagged"
+            self.get_logger().warning(
+                f"{action} a message on {topic}: {reason}{f' ({detail})' if detail else ''}; "
+                "further ones are only counted (see /diagnostics)"
+            )
+
+    def _input_callback(self, side: str, stream: str, topic: str, msg_type: type, type_name: str):
+        def on_message(data: bytes) -> None:
+            recv_ns = self._now_ns()
+            self._status[topic].on_message(recv_ns)
+            if self._capture is not None:
+                self._capture.add_message(topic, type_name, recv_ns, data)
+            try:
+                msg = deserialize_message(data, msg_type)
+            except Exception as error:  # noqa: BLE001 - a corrupt message must not stop the node
+                self._refuse(side, stream, topic, "undecodable", recv_ns, str(error))
+                return
+            try:
+                self._feed(side, stream, topic, msg, recv_ns)
+            except Exception as error:  # noqa: BLE001 - no input may crash the monitor
+                self._refuse(side, stream, topic, "unprocessable", recv_ns, f"{type(error).__name__}: {error}")
+
+        return on_message
+
+    def _refuse(self, side: str, stream: str, topic: str, reason: str, recv_ns: int, detail: str = "") -> None:
+        self._problem(topic, reason, recv_ns, refused=True, detail=detail)
+        self._engine.on_rejected(side, stream, reason)
+
+    def _check_stamp(self, side: str, stream: str, topic: str, stamp_ns: int, recv_ns: int) -> bool:
+        reason = validation.check_stamp(stamp_ns, recv_ns if self._stamps_on_node_clock else None, self._limits)
+        if reason:
+            self._refuse(side, stream, topic, reason, recv_ns, f"stamp {stamp_ns} ns")
+            return False
+        return True
+
+    def _feed(self, side: str, stream: str, topic: str, msg: Any, recv_ns: int) -> None:
+        """Validates one message and hands it to the engine (the only logic per message)."""
+        if stream == "joint_trajectory":
+            data = joint_trajectory_to_data(msg)
+            if side == "sim":
+                self._engine.on_command(data.start_ns or recv_ns, recv_ns, data.joint_names, data.points)
+            return
+        if stream == "joint_states":
+            stamp_ns, names, q, qd, eff = joint_state_to_arrays(msg)
+            if not self._check_stamp(side, stream, topic, stamp_ns, recv_ns):
+                return
+            reason = validation.check_joint_state(names, q, qd, eff, self._engine.joint_names, self._limits)
+            if reason:
+                self._refuse(side, stream, topic, reason, recv_ns)
+                return
+            if validation.has_non_finite(q, qd, eff):
+                self._problem(topic, validation.NON_FINITE, recv_ns, refused=False)
+            self._engine.on_joint_state(side, stamp_ns, recv_ns, names, q, qd, eff)
+        elif stream == "wrench":
+            stamp_ns, frame_id, force, torque = wrench_to_arrays(msg)
+            if not self._check_stamp(side, stream, topic, stamp_ns, recv_ns):
+                return
+            if validation.check_frame(frame_id, self._expected_frames["wrench"]):
+                self._refuse(side, stream, topic, validation.FRAME_MISMATCH, recv_ns, f"frame {frame_id!r}")
+                return
+            if validation.has_non_finite(force, torque):
+                self._problem(topic, validation.NON_FINITE, recv_ns, refused=False)
+            self._engine.on_wrench(side, stamp_ns, recv_ns, force, torque)
+        else:
+            stamp_ns, frame_id, position, quat = pose_to_arrays(msg)
+            if not self._check_stamp(side, stream, topic, stamp_ns, recv_ns):
+                return
+            if validation.check_frame(frame_id, self._expected_frames["pose"]):
+                self._refuse(side, stream, topic, validation.FRAME_MISMATCH, recv_ns, f"frame {frame_id!r}")
+                return
+            if validation.has_non_finite(position, quat):
+                self._problem(topic, validation.NON_FINITE, recv_ns, refused=True)
+                self._engine.on_rejected(side, stream, validation.NON_FINITE)
+                return
+            self._engine.on_pose(side, "ee" if stream == "ee_pose" else "object", stamp_ns, recv_ns, position, quat)
+
+    # ------------------------------------------------------------------ output
+    def _record_output(self, topic: str, type_name: str, msg: Any, now_ns: int) -> None:
+        if self._capture is not None:
+            self._capture.add_message(topic, type_name, now_ns, serialize_message(msg))
+
+    def _publish(self, out: TickOutput, now_ns: int) -> None:
+        for record in out.joints:
+            msg = convert.joint_divergence_msg(srb_msgs, record)
+            self._pub_joints.publish(msg)
+            self._record_output("/divergence/joints", "sim_real_bridge/msg/JointDivergence", msg, now_ns)
+        for record in out.poses:
+            msg = convert.pose_divergence_msg(srb_msgs, record, self._pose_frame)
+            self._pub_pose.publish(msg)
+            self._latest_pose = record
+            self._record_output("/divergence/pose", "sim_real_bridge/msg/PoseDivergence", msg, now_ns)
+        for record in out.contacts:
+            msg = convert.contact_residual_msg(srb_msgs, record)
+            self._pub_contact.publish(msg)
+            self._record_output("/divergence/contact", "sim_real_bridge/msg/ContactResidual", msg, now_ns)
+        for record in out.events:
+            self._on_event(record, now_ns)
+
+    def _on_event(self, record: EventRecord, now_ns: int) -> None:
+        if record.action == ACTION_OPEN:
+            self._open_categories[record.id] = record.category
+        elif record.action == ACTION_CLOSE:
+            self._open_categories.pop(record.id, None)
+        entry = {
+            "id": record.id, "action": record.action, "category": record.category, "kind": record.kind,
+            "severity": record.severity, "start_s": self._engine.to_seconds(record.start_ns),
+            "end_s": self._engine.to_seconds(record.end_ns), "evidence": dict(record.evidence),
+        }
+        if self._capture is not None:
+            try:
+                self._snapshot_paths[record.id] = self._capture.record_event(entry, record.start_ns)
+            except SnapshotError as error:
+                self._snapshot_failed(str(error), now_ns)
+        msg = convert.gap_event_msg(srb_msgs, KeyValue, record, now_ns, self._snapshot_paths.get(record.id, ""))
+        if self.context.ok():  # at shutdown (finish) the context may be gone already
+            self._pub_events.publish(msg)
+        self._record_output("/divergence/events", "sim_real_bridge/msg/GapEvent", msg, now_ns)
+        if record.action == ACTION_OPEN:
+            self.get_logger().info(f"gap event {record.id}: {record.category}/{record.kind} severity {record.severity:.2f}")
+
+    def _snapshot_failed(self, error: str, now_ns: int) -> None:
+        """Stops snapshots for good: ERROR in /diagnostics, one event, live topics go on."""
+        if self._snapshot_error is not None:
+            return
+        self._snapshot_error = error
+        self._capture = None
+        self.get_logger().error(f"snapshots stopped: {error}; live topics keep flowing")
+        notice = EventRecord(id="snapshot_failure", category="", kind="snapshot_failed", severity=1.0,
+                             start_ns=now_ns, end_ns=now_ns, open=False, action=ACTION_CLOSE,
+                             evidence={"error": error})
+        self._pub_events.publish(convert.gap_event_msg(srb_msgs, KeyValue, notice, now_ns))
+
+    def _on_tick(self) -> None:
+        now_ns = self._now_ns()
+        self._publish(self._engine.tick(now_ns), now_ns)
+        if self._capture is not None:
+            for result in self._capture.poll(now_ns):
+                if result.error is not None:
+                    self._snapshot_failed(str(result.error), now_ns)
+                    break
+
+    def _on_summary(self) -> None:
+        record = self._engine.summary(self._now_ns())
+        self._pub_summary.publish(convert.divergence_summary_msg(srb_msgs, KeyValue, record))
+
+    def _on_markers(self) -> None:
+        if self._latest_pose is None:
+            return
+        categories = sorted(set(self._open_categories.values()))
+        self._pub_markers.publish(convert.divergence_markers(viz_msgs, self._latest_pose, categories, self._now_ns(), self._pose_frame))
+
+    # ------------------------------------------------------------------ diagnostics
+    def _stream_diagnostic(self, topic: str) -> Any:
+        status = self._status[topic]
+        level, message = status.level(self._now_ns())
+        return make_status(f"{NODE_NAME}: {topic}", LEVELS[level], message, status.values())
+
+    def _alignment_diagnostic(self) -> Any:
+        record = self._engine.summary(self._now_ns())
+        values = {"clock_offset_s": record.clock_offset_s, "latency_s": record.latency_s,
+                  "clock_resets": record.clock_resets, "events": record.event_count,
+                  "rejected": record.rejected_count}
+        values.update({f"rejected.{k}": v for k, v in sorted(record.rejected_by_reason.items())})
+        level = OK if self._engine.analysis_count else WARN
+        message = "aligned" if self._engine.analysis_count else "waiting for both robots' joint_states"
+        return make_status(f"{NODE_NAME}: alignment", level, message, values)
+
+    def _snapshot_diagnostic(self) -> Any:
+        if self._snapshot_error is not None:
+            return make_status(f"{NODE_NAME}: snapshots", ERROR, f"snapshots stopped: {self._snapshot_error}")
+        assert self._capture is not None
+        return make_status(f"{NODE_NAME}: snapshots", OK, f"writing to {self._capture.snapshots.out_dir}",
+                           {"pending": len(self._capture.snapshots.pending), "events": len(self._snapshot_paths)})
+
+    # ------------------------------------------------------------------ shutdown
+    def finish(self) -> Path:
+        """Closes open events, writes pending snapshots and the run summary; returns its path."""
+        if self._finished:
+            return self._output_dir / SUMMARY_FILE
+        self._finished = True
+        now_ns = self._now_ns()
+        out = self._engine.finish(now_ns)
+        for record in out.events:
+            self._on_event(record, now_ns)
+        if self._capture is not None:
+            for result in self._capture.close():
+                if result.error is not None:
+                    self._snapshot_failed(str(result.error), now_ns)
+        summary = self._engine.run_summary()
+        for event in summary["events"]:
+            event["snapshot"] = self._snapshot_paths.get(event["id"], "")
+        summary["rejected_by_topic"] = {
+            topic: dict(status.refused) for topic, status in self._status.items() if status.refused
+        }
+        summary["snapshot_error"] = self._snapshot_error
+        path = self._output_dir / SUMMARY_FILE
+        partial = path.with_name(f".{path.name}.partial")
+        partial.write_text(json.dumps(summary, indent=2, default=float))
+        os.replace(partial, path)
+        return path
+
+
+def main(args: list[str] | None = None) -> int:
+    """Runs the monitor until Ctrl-C; writes the run summary on the way out."""
+    try:
+        with rclpy.init(args=args):
+            try:
+                node = DivergenceMonitor()
+            except SimRealBridgeError as error:
+                rclpy.logging.get_logger(NODE_NAME).fatal(f"cannot start: {error}")
+                return 2
+            try:
+                rclpy.spin(node)
+            except (KeyboardInterrupt, ExternalShutdownException):
+                pass
+            finally:
+                path = node.finish()
+                node.get_logger().info(f"run summary written to {path}")
+                node.destroy_node()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
