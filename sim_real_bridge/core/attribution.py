@@ -57,10 +57,20 @@ class AttributionConfig:
         contact_force_rel: relative part (times the sim force norm).
         contact_torque_nm: torque residual threshold in contact.
         contact_recent_s: the sim counts as in contact this long after its contact ends.
-        human_force_n: external force (real, bias-corrected) with the sim in free space
-            that indicates an agent touching the robot.
-        obstacle_alignment: cosine between the external force and minus the sim tip's
-            velocity above which (with the real tip stopped) the contact is an obstacle.
+        human_force_n: wrist force residual that, with the tool pushed off its path by
+            ``obstacle_ee_error_m``, is an unmodelled obstacle.
+        felt_min_nm: a wrist force residual is "felt" (real, not a sensor artefact) when
+            the effort residual is at least max(felt_min_nm, felt_lever_m * force).
+        felt_lever_m: see felt_min_nm (a short lever: the sensor to the nearest joint).
+        external_stiffness_nm_per_rad: effort residual over joint residual at or above
+            which a free-space load is external (an agent or payload held by the
+            position loop) rather than actuation (gain, latency: low ratio).
+        ft_unfelt_force_n: wrist force residual not felt by the joints that is sensor bias;
+            also the least vertical force that makes a felt load a payload.
+        payload_vertical_cos: a felt free-space load whose wrist force is this vertical
+            (world frame) is a payload.
+        obstacle_ee_error_m: tool position error that, with a felt wrist force, is an
+            obstacle.
         blocked_speed_ratio: real tip speed below this fraction of the sim's = blocked.
         stall_min_s: a joint stalled this long is a stalled joint.
         object_error_m: object position error (real vs sim) for unauthored/object_slip.
@@ -83,7 +93,12 @@ class AttributionConfig:
     contact_torque_nm: float = 0.6
     contact_recent_s: float = 0.3
     human_force_n: float = 4.0
-    obstacle_alignment: float = 0.7
+    felt_min_nm: float = 1.0
+    felt_lever_m: float = 0.15
+    external_stiffness_nm_per_rad: float = 400.0
+    ft_unfelt_force_n: float = 1.5
+    payload_vertical_cos: float = 0.9
+    obstacle_ee_error_m: float = 0.012
     blocked_speed_ratio: float = 0.3
     stall_min_s: float = 0.3
     object_error_m: float = 0.03
@@ -128,6 +143,7 @@ class DelayFit:
     explained: float = 0.0
     residual_rms_rad: float = 0.0
     fit_rms_rad: float = 0.0
+    friction_explained: float = 0.0
 
 
 @dataclass
@@ -206,87 +222,87 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
         speed_real = float(np.linalg.norm(f.real_tip_velocity_m_s))
         ext = np.asarray(f.external_force_n, dtype=float)
         ext_n = float(np.linalg.norm(ext)) if np.all(np.isfinite(ext)) else 0.0
+        # A real force at the wrist is felt by the joints (J^T F); a sensor artefact is not.
+        felt = f.joints_valid and f.effort_residual >= max(cfg.felt_min_nm, cfg.felt_lever_m * ext_n)
+        stiffness = f.effort_residual / max(f.joint_residual_rad, 1e-6)
+        loaded = (f.joints_valid and f.effort_residual >= cfg.effort_residual_nm
+                  and stiffness >= cfg.external_stiffness_nm_per_rad)
+        free = not f.sim_contact_recent
+        ev_common = {"external_force_n": f"{ext_n:.2f}", "effort_residual": f"{f.effort_residual:.2f}",
+                     "joint_residual_rad": f"{f.joint_residual_rad:.4f}", "ee_error_m": f"{f.ee_error_m:.4f}"}
 
-        # 2. contact: modelled contact, force residual beyond what the model predicts
-        if f.wrench_valid and f.sim_contact_recent:
+        # unmodelled obstacle: the tool is pushed off its path by a force the sim lacks
+        if (f.wrench_valid and felt and ext_n >= cfg.human_force_n and np.isfinite(f.ee_error_m)
+                and f.ee_error_m >= cfg.obstacle_ee_error_m):
+            scores["unauthored"] = max(_ramp(ext_n, cfg.human_force_n), _ramp(f.ee_error_m, cfg.obstacle_ee_error_m))
+            kinds["unauthored"] = "obstacle"
+            cos = 0.0
+            if speed_sim > 1e-6 and ext_n > 1e-9:
+                cos = float(np.dot(ext, -np.asarray(f.sim_tip_velocity_m_s)) / (ext_n * speed_sim))
+            evidence["unauthored"] = {**ev_common, "force_vs_motion_cos": f"{cos:.2f}"}
+        elif f.wrench_valid and ext_n >= cfg.ft_unfelt_force_n and not felt and f.joints_valid:
+            # the wrist sensor reports a force the joints do not feel: sensor bias
+            scores["sensor"] = max(scores["sensor"], _ramp(ext_n, cfg.ft_unfelt_force_n))
+            if scores["sensor"] == _ramp(ext_n, cfg.ft_unfelt_force_n):
+                kinds["sensor"] = "ft_bias_drift"
+                evidence["sensor"] = dict(ev_common)
+        elif f.wrench_valid and not free:
+            # 2. contact: modelled contact, force residual beyond what the model predicts
             thr = cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n
             s = max(_ramp(f.force_residual_n, thr), _ramp(f.torque_residual_nm, cfg.contact_torque_nm))
-            scores["contact"] = s
-            kinds["contact"] = "contact"
-            evidence["contact"] = {
-                "force_residual_n": f"{f.force_residual_n:.2f}",
-                "sim_force_n": f"{f.sim_force_n:.2f}",
-                "torque_residual_nm": f"{f.torque_residual_nm:.3f}",
-            }
-
-        # 3. external agent or unmodelled obstacle: real feels a wrench, sim in free space
-        if f.wrench_valid and not f.sim_contact_recent:
-            s = _ramp(ext_n, cfg.human_force_n)
-            if s > 0:
-                blocked = speed_sim > 0.02 and speed_real < cfg.blocked_speed_ratio * speed_sim
-                cos = 0.0
-                if speed_sim > 1e-6 and ext_n > 1e-9:
-                    cos = float(np.dot(ext, -np.asarray(f.sim_tip_velocity_m_s)) / (ext_n * speed_sim))
-                ev = {"external_force_n": f"{ext_n:.2f}", "sim_tip_speed_m_s": f"{speed_sim:.3f}",
-                      "real_tip_speed_m_s": f"{speed_real:.3f}", "force_vs_motion_cos": f"{cos:.2f}"}
-                if blocked and cos >= cfg.obstacle_alignment and False:
-                    scores["unauthored"] = max(scores["unauthored"], s)
-                    kinds["unauthored"] = "obstacle"
-                    evidence["unauthored"] = ev
-                else:
-                    scores["human"] = s
-                    kinds["human"] = "hold" if blocked else "push"
-                    evidence["human"] = ev
-        if f.joints_valid and not f.sim_contact_recent and not f.real_contact and scores["human"] < cfg.active_score:
-            s = _ramp(f.effort_residual, 2 * cfg.effort_residual_nm) if f.joint_residual_rad > cfg.dynamics_residual_rad else 0.0
-            if s >= cfg.active_score and (f.fit is None or f.fit.explained < cfg.dynamics_min_explained):
-                scores["human"] = s
-                kinds["human"] = "push"
-                evidence["human"] = {"effort_residual": f"{f.effort_residual:.2f}",
-                                     "joint_residual_rad": f"{f.joint_residual_rad:.4f}"}
+            if felt or s < cfg.active_score:
+                scores["contact"] = s
+                kinds["contact"] = "contact"
+                evidence["contact"] = {
+                    "force_residual_n": f"{f.force_residual_n:.2f}", "sim_force_n": f"{f.sim_force_n:.2f}",
+                    "torque_residual_nm": f"{f.torque_residual_nm:.3f}", "effort_residual": f"{f.effort_residual:.2f}",
+                }
+        elif free and loaded:
+            vertical = ext_n > 0 and abs(ext[2]) / ext_n >= cfg.payload_vertical_cos
+            if f.wrench_valid and ext_n >= cfg.ft_unfelt_force_n and vertical:
+                scores["dynamics"] = _ramp(ext_n, cfg.ft_unfelt_force_n)
+                kinds["dynamics"] = "payload"
+                evidence["dynamics"] = dict(ev_common)
+            else:
+                # 3. an agent pushes or holds the arm: a stiff external load the sim lacks
+                scores["human"] = _ramp(f.effort_residual, cfg.effort_residual_nm)
+                blocked = speed_sim > 0.05 and speed_real < cfg.blocked_speed_ratio * speed_sim
+                kinds["human"] = "hold" if blocked else "push"
+                evidence["human"] = {**ev_common, "stiffness_nm_per_rad": f"{stiffness:.0f}"}
 
         # 4. unauthored
-        if f.joints_valid and f.stalled_joints and f.stall_s >= cfg.stall_min_s and scores["human"] < cfg.active_score:
-            scores["unauthored"] = max(scores["unauthored"], min(1.0, 0.5 + f.stall_s))
+        if (f.joints_valid and f.stalled_joints and f.stall_s >= cfg.stall_min_s
+                and scores["human"] < cfg.active_score and scores["unauthored"] < cfg.active_score):
+            scores["unauthored"] = min(1.0, 0.5 + f.stall_s)
             kinds["unauthored"] = "joint_stall"
             evidence["unauthored"] = {"stalled": ",".join(f.stalled_joints), "stall_s": f"{f.stall_s:.2f}"}
-        if np.isfinite(f.object_error_m) and np.isfinite(f.object_tool_error_m):
+        if np.isfinite(f.object_error_m) and np.isfinite(f.object_tool_error_m) and scores["unauthored"] < cfg.active_score:
             if f.object_error_m > cfg.object_error_m and f.object_tool_error_m > cfg.object_tool_error_m:
-                s = _ramp(f.object_tool_error_m, cfg.object_tool_error_m)
-                if s > scores["unauthored"]:
-                    scores["unauthored"] = s
-                    kinds["unauthored"] = "object_slip"
-                    evidence["unauthored"] = {"object_error_m": f"{f.object_error_m:.3f}",
-                                              "object_tool_error_m": f"{f.object_tool_error_m:.3f}"}
+                scores["unauthored"] = _ramp(f.object_error_m, cfg.object_error_m)
+                kinds["unauthored"] = "object_slip"
+                evidence["unauthored"] = {"object_error_m": f"{f.object_error_m:.3f}",
+                                          "object_tool_error_m": f"{f.object_tool_error_m:.3f}"}
 
-        # 5. dynamics: free-space residual the delay/gain/offset fit explains
-        free = not f.sim_contact_recent and not f.real_contact
-        if f.joints_valid and f.fit is not None and scores["human"] < cfg.active_score and scores["unauthored"] < cfg.active_score:
+        # 5. dynamics: free-space residual of the actuation (not a stiff external load)
+        taken = max(scores["human"], scores["unauthored"], scores["contact"], scores["dynamics"]) >= cfg.active_score
+        if f.joints_valid and f.fit is not None and free and not taken:
             fit = f.fit
-            plausible = fit.delay_s <= cfg.dynamics_max_delay_s and abs(fit.gain - 1) <= cfg.dynamics_max_gain_dev
-            if f.joint_residual_rad > cfg.dynamics_residual_rad and plausible and fit.explained >= cfg.dynamics_min_explained:
-                s = _ramp(f.joint_residual_rad, cfg.dynamics_residual_rad)
-                if not free:
-                    # In contact a dynamics gap still shows, but contact evidence wins.
-                    s = s if scores["contact"] < cfg.active_score else 0.0
-                scores["dynamics"] = s
-                if fit.delay_s > 0.01 and fit.delay_s * 1.0 > abs(fit.gain - 1) * 0.1:
+            if f.joint_residual_rad > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained:
+                scores["dynamics"] = _ramp(f.joint_residual_rad, cfg.dynamics_residual_rad)
+                if f.effort_residual >= cfg.effort_residual_nm:
+                    kinds["dynamics"] = "joint_friction"
+                elif fit.delay_s >= 0.02 and abs(fit.gain - 1) < 0.2:
                     kinds["dynamics"] = "latency"
-                elif abs(fit.gain - 1) > 0.1:
-                    kinds["dynamics"] = "gain"
                 else:
-                    kinds["dynamics"] = "offset"
+                    kinds["dynamics"] = "gain"
                 evidence["dynamics"] = {
-                    "joint_residual_rad": f"{f.joint_residual_rad:.4f}",
-                    "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}",
-                    "fit_explained": f"{fit.explained:.2f}",
+                    **ev_common, "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}",
+                    "fit_explained": f"{fit.explained:.2f}", "stiffness_nm_per_rad": f"{stiffness:.0f}",
                 }
-            elif (f.joint_residual_rad > cfg.unexplained_residual_rad and f.unexplained_s >= cfg.unexplained_min_s
-                  and free and scores["human"] < cfg.active_score):
-                scores["unauthored"] = max(scores["unauthored"], _ramp(f.joint_residual_rad, cfg.unexplained_residual_rad))
+            elif f.joint_residual_rad > cfg.unexplained_residual_rad and f.unexplained_s >= cfg.unexplained_min_s:
+                scores["unauthored"] = _ramp(f.joint_residual_rad, cfg.unexplained_residual_rad)
                 kinds["unauthored"] = "unexplained"
-                evidence["unauthored"] = {"joint_residual_rad": f"{f.joint_residual_rad:.4f}",
-                                          "fit_explained": f"{fit.explained:.2f}"}
+                evidence["unauthored"] = {**ev_common, "fit_explained": f"{fit.explained:.2f}"}
 
     active = {
         c: (round(float(scores[c]), 6), kinds.get(c, ""), evidence.get(c, {}))

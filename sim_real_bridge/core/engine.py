@@ -90,6 +90,9 @@ class EngineConfig:
         smooth_tau_s: time constant of the residual smoothing used by attribution.
         contact_force_n: force norm above which a side is in contact.
         contact_release_n: force norm below which a side leaves contact (hysteresis).
+        wrench_window_s: wrench is compared as means over this window (contact chatters).
+        tool_weight_tau_s: time constant of the free-space (tool weight) force learned
+            from the sim side, in the world frame; contact is the departure from it.
         stall_speed_rad_s: a real joint slower than this ...
         stall_sim_speed_rad_s: ... while its sim twin is faster than this is stalling.
         tip_velocity_window_s: window of the finite-difference tip velocity.
@@ -97,6 +100,8 @@ class EngineConfig:
         bias_threshold_n: bias change that raises ft_bias_drift.
         bias_quiet_residual_rad: joint residual below which the arm counts as unloaded
             for bias learning.
+        friction_velocity_rad_s: velocity scale of the smoothed Coulomb term of the
+            joint friction fit of the effort residual.
         ledger_q_scale_rad: joint residual scale of the ledger energy.
         ledger_force_scale_n: force residual scale of the ledger energy.
         compensate_latency: remove the estimated latency from the published residuals.
@@ -123,12 +128,15 @@ class EngineConfig:
     smooth_tau_s: float = 0.1
     contact_force_n: float = 2.0
     contact_release_n: float = 1.0
+    wrench_window_s: float = 0.1
+    tool_weight_tau_s: float = 2.0
     stall_speed_rad_s: float = 0.02
     stall_sim_speed_rad_s: float = 0.1
     tip_velocity_window_s: float = 0.1
     bias_tau_s: float = 0.5
     bias_threshold_n: float = 1.5
     bias_quiet_residual_rad: float = 0.01
+    friction_velocity_rad_s: float = 0.05
     ledger_q_scale_rad: float = 0.01
     ledger_force_scale_n: float = 2.0
     compensate_latency: bool = False
@@ -324,6 +332,15 @@ class _Series:
     def last_ns(self) -> int | None:
         return int(self._buf_t[self._n - 1]) if self._n > self._start else None
 
+    def window_mean(self, start_ns: int, end_ns: int) -> np.ndarray:
+        """Mean of the samples with start_ns < t <= end_ns; NaN row when there are none."""
+        times = self.times
+        lo = int(np.searchsorted(times, start_ns, side="right"))
+        hi = int(np.searchsorted(times, end_ns, side="right"))
+        if hi <= lo:
+            return np.full(self.width, np.nan)
+        return self.values[lo:hi].mean(axis=0)
+
     def sample(self, t_ns: np.ndarray | int, max_gap_ns: int) -> np.ndarray:
         """Linear interpolation at times t (scalar or (m,)); NaN rows where unbracketed or gapped.
 
@@ -450,8 +467,9 @@ class DivergenceEngine:
         # smoothed features
         self._res_sq: np.ndarray | None = None
         self._eff_sq: np.ndarray | None = None
-        self._force_sq = 0.0
-        self._torque_sq = 0.0
+        self._force_res = np.zeros(3)
+        self._torque_res = np.zeros(3)
+        self._tool_weight_world: np.ndarray | None = None
         self._ext_force = np.zeros(3)
         self._last_t_ns: int | None = None
         self._contact = {s: False for s in SIDES}
@@ -634,23 +652,6 @@ class DivergenceEngine:
         eff_res = res[2 * j:]
         self._last_t_ns = t
 
-        # wrench
-        sim_w = self._wrench["sim"].sample(t, gap)
-        real_w = self._wrench["real"].sample(t, gap)
-        wrench_valid = bool(np.all(np.isfinite(sim_w)) and np.all(np.isfinite(real_w)))
-        for side, w in (("sim", sim_w), ("real", real_w)):
-            if np.all(np.isfinite(w[:3])):
-                fn = float(np.linalg.norm(w[:3] - (self._bias.bias_n if side == "real" else 0.0)))
-                if self._contact[side]:
-                    self._contact[side] = fn > cfg.contact_release_n
-                else:
-                    self._contact[side] = fn > cfg.contact_force_n
-        if self._contact["sim"]:
-            self._sim_contact_last_ns = t
-        sim_contact_recent = self._sim_contact_last_ns is not None and (
-            t - self._sim_contact_last_ns <= cfg.attribution.contact_recent_s * 1e9
-        )
-
         # poses
         ee = {s: self._poses[(s, "ee")].sample(t, gap) for s in SIDES}
         obj = {s: self._poses[(s, "object")].sample(t, gap) for s in SIDES}
@@ -672,6 +673,41 @@ class DivergenceEngine:
                     - float(np.linalg.norm(obj["sim"][:3] - ee["sim"][:3]))
                 )
 
+        # wrench: window means (contact chatters sample to sample), in the world frame
+        win_w_ns = int(cfg.wrench_window_s * 1e9)
+        sim_w = self._wrench["sim"].window_mean(t - win_w_ns, t)
+        real_w = self._wrench["real"].window_mean(t - win_w_ns, t)
+        wrench_valid = bool(np.all(np.isfinite(sim_w)) and np.all(np.isfinite(real_w)))
+        world = {}
+        for side, w in (("sim", sim_w), ("real", real_w)):
+            rot = ee[side][3:]
+            if np.all(np.isfinite(rot)) and np.linalg.norm(rot) > 0:
+                world[side] = _quat_to_matrix(rot) @ w[:3]
+            else:
+                world[side] = w[:3].copy()
+        if np.all(np.isfinite(world["sim"])):
+            if self._tool_weight_world is None:
+                self._tool_weight_world = world["sim"].copy()
+            elif np.linalg.norm(world["sim"] - self._tool_weight_world) < cfg.contact_release_n:
+                a = min(1.0, dt_s / cfg.tool_weight_tau_s)
+                self._tool_weight_world = (1 - a) * self._tool_weight_world + a * world["sim"]
+        base = self._tool_weight_world if self._tool_weight_world is not None else np.zeros(3)
+        contact_force = {}
+        for side in SIDES:
+            fw = world[side]
+            if np.all(np.isfinite(fw)):
+                fn = float(np.linalg.norm(fw - base))
+                contact_force[side] = fn
+                if self._contact[side]:
+                    self._contact[side] = fn > cfg.contact_release_n
+                else:
+                    self._contact[side] = fn > cfg.contact_force_n
+        if self._contact["sim"]:
+            self._sim_contact_last_ns = t
+        sim_contact_recent = self._sim_contact_last_ns is not None and (
+            t - self._sim_contact_last_ns <= cfg.attribution.contact_recent_s * 1e9
+        )
+
         # smoothed residual magnitudes
         if joints_valid:
             self._res_sq = self._smooth(self._res_sq, q_res ** 2, dt_s)
@@ -687,17 +723,15 @@ class DivergenceEngine:
             quiet = (not self._contact["sim"] and not sim_contact_recent and joints_valid
                      and joint_residual < cfg.bias_quiet_residual_rad
                      and effort_residual < cfg.attribution.effort_residual_nm)
-            raw = real_w[:3] - sim_w[:3]
+            raw = world["real"] - world["sim"]
             self._bias.update(t, raw, quiet)
-            force_res_vec = raw - self._bias.bias_n
+            # The bias estimate is reported, not subtracted: an unfelt residual is the evidence.
+            force_res_vec = raw
             torque_res_vec = real_w[3:] - sim_w[3:]
             alpha = min(1.0, dt_s / cfg.smooth_tau_s)
-            self._force_sq = (1 - alpha) * self._force_sq + alpha * float(force_res_vec @ force_res_vec)
-            self._torque_sq = (1 - alpha) * self._torque_sq + alpha * float(torque_res_vec @ torque_res_vec)
-            ext = force_res_vec
-            if np.all(np.isfinite(ee["real"][3:])):
-                ext = _quat_to_matrix(ee["real"][3:]) @ force_res_vec
-            self._ext_force = (1 - alpha) * self._ext_force + alpha * ext
+            self._force_res = (1 - alpha) * self._force_res + alpha * force_res_vec
+            self._torque_res = (1 - alpha) * self._torque_res + alpha * torque_res_vec
+            self._ext_force = self._force_res.copy()
         else:
             self._bias.update(t, np.full(3, np.nan), False)
 
@@ -735,8 +769,6 @@ class DivergenceEngine:
                 if fl.active:
                     fl.evidence = {"stream": f"real/{topic}", **fl.evidence}
                 flags.append(fl)
-        if wrench_valid or self._bias.flag().active:
-            flags.append(self._bias.flag())
 
         cmd_age = (t - self._last_command_ns) * 1e-9 if self._last_command_ns is not None else float("inf")
         feats = TickFeatures(
@@ -746,9 +778,9 @@ class DivergenceEngine:
             q_residual_rad=q_res,
             joint_residual_rad=joint_residual,
             effort_residual=effort_residual,
-            force_residual_n=math.sqrt(self._force_sq),
-            torque_residual_nm=math.sqrt(self._torque_sq),
-            sim_force_n=float(np.linalg.norm(sim_w[:3])) if wrench_valid else 0.0,
+            force_residual_n=float(np.linalg.norm(self._force_res)),
+            torque_residual_nm=float(np.linalg.norm(self._torque_res)),
+            sim_force_n=contact_force.get("sim", 0.0),
             external_force_n=self._ext_force.copy(),
             wrench_valid=wrench_valid,
             sim_contact=self._contact["sim"],
@@ -805,8 +837,8 @@ class DivergenceEngine:
                 self._pending.contacts.append(ContactRecord(
                     stamp_ns=t, sim_force_n=sim_w[:3].copy(), sim_torque_nm=sim_w[3:].copy(),
                     real_force_n=real_w[:3].copy(), real_torque_nm=real_w[3:].copy(),
-                    residual_force_n=force_res_vec.copy(), residual_torque_nm=torque_res_vec.copy(),
-                    force_residual_norm_n=force_norm,
+                    residual_force_n=real_w[:3] - sim_w[:3], residual_torque_nm=torque_res_vec.copy(),
+                    force_residual_norm_n=float(np.linalg.norm(real_w[:3] - sim_w[:3])),
                     torque_residual_norm_nm=float(np.linalg.norm(torque_res_vec)),
                     sim_contact_phase=PHASE_CONTACT if self._contact["sim"] else PHASE_FREE,
                     real_contact_phase=PHASE_CONTACT if self._contact["real"] else PHASE_FREE,
@@ -854,9 +886,12 @@ class DivergenceEngine:
         j = len(self.joint_names or ())
         n = max(8, int(cfg.fit_window_s * cfg.analysis_rate_hz))
         times = t - np.arange(n)[::-1] * self._dt_ns
-        real = self._joints["real"].sample(times, self._max_gap_ns)[:, :j]
+        real_full = self._joints["real"].sample(times, self._max_gap_ns)
+        real = real_full[:, :j]
         if not np.all(np.isfinite(real)):
             return None
+        sim_full = self._joints["sim"].sample(times, self._max_gap_ns)
+        friction_explained = self._friction_share(sim_full, real_full, j)
         delays = np.arange(0.0, cfg.fit_max_delay_s + 1e-12, cfg.fit_delay_step_s)
         d_ns = (delays * 1e9).astype(np.int64)
         query = (times[None, :] - d_ns[:, None]).ravel()
@@ -867,7 +902,7 @@ class DivergenceEngine:
         r0 = real - sim[0]
         sst = float(np.sum(r0 ** 2))
         if sst <= 0:
-            return DelayFit(0.0, 1.0, 1.0, 0.0, 0.0)
+            return DelayFit(0.0, 1.0, 1.0, 0.0, 0.0, friction_explained)
         r = real[None] - sim  # (D, n, J)
         xc = sim - sim.mean(axis=1, keepdims=True)
         rc = r - r.mean(axis=1, keepdims=True)
@@ -882,12 +917,31 @@ class DivergenceEngine:
         gain = 1.0 + float(slope[best, worst_joint])
         if motion < cfg.fit_min_motion_rad:
             # Without motion, delay and gain are not identifiable; only an offset is.
-            return DelayFit(0.0, 1.0, explained, math.sqrt(sst / r0.size), math.sqrt(max(0.0, total[best]) / r0.size))
+            return DelayFit(0.0, 1.0, explained, math.sqrt(sst / r0.size), math.sqrt(max(0.0, total[best]) / r0.size),
+                            friction_explained)
         self._fit_delays.append(float(delays[best]))
         if len(self._fit_delays) > 2000:
             del self._fit_delays[:1000]
         return DelayFit(float(delays[best]), gain, explained, math.sqrt(sst / r0.size),
-                        math.sqrt(max(0.0, total[best]) / r0.size))
+                        math.sqrt(max(0.0, total[best]) / r0.size), friction_explained)
+
+    def _friction_share(self, sim_full: np.ndarray, real_full: np.ndarray, j: int) -> float:
+        """Share of the effort residual a joint friction model (Coulomb + viscous, no offset) explains."""
+        qd = sim_full[:, j:2 * j]
+        eff = real_full[:, 2 * j:] - sim_full[:, 2 * j:]
+        if not (np.all(np.isfinite(qd)) and np.all(np.isfinite(eff))):
+            return 0.0
+        total = float(np.sum(eff ** 2))
+        if total <= 0:
+            return 0.0
+        x1 = np.tanh(qd / self.config.friction_velocity_rad_s)
+        x2 = qd
+        sse = 0.0
+        for k in range(j):
+            x = np.stack([x1[:, k], x2[:, k]], axis=1)
+            coef, *_ = np.linalg.lstsq(x, eff[:, k], rcond=None)
+            sse += float(np.sum((eff[:, k] - x @ coef) ** 2))
+        return float(max(0.0, 1.0 - sse / total))
 
     def _latency(self) -> tuple[float, float]:
         if not self._fit_delays:
@@ -1091,7 +1145,7 @@ def analyze_streams(
             last_recv = recv
         getattr(engine, _FEEDERS[kind])(**kwargs)
     if last_recv is not None and next_tick is not None:
-        stop = end_ns if end_ns is not None else last_recv + int(engine.config.horizon_s * 1e9) + period_ns
+        stop = end_ns if end_ns is not None else last_recv
         while next_tick <= stop:
             _keep(engine.tick(next_tick))
             next_tick += period_ns

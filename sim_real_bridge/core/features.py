@@ -253,7 +253,7 @@ class StreamHealth:
             delay_flag = delay_std > cfg.jitter_delay_std_s and (
                 other_delay_std_s is None or delay_std > cfg.jitter_delay_ratio * other_delay_std_s
             )
-            if mad_ratio > cfg.jitter_mad_ratio or backwards > 1 or delay_flag:
+            if mad_ratio > cfg.jitter_mad_ratio or backwards > 0.05 * iv.size or delay_flag:
                 jitter.active = True
                 jitter.severity = _clip01(max(mad_ratio / (4 * cfg.jitter_mad_ratio),
                                               delay_std / (4 * cfg.jitter_delay_std_s)))
