@@ -149,3 +149,18 @@ def test_unstable_state_is_reported(physics, tmp_path, monkeypatch):
     physics.data.qvel[0] = np.nan
     with pytest.raises(SimulationError, match="unstable state"):
         physics.step(1)
+
+
+def test_robot_recovers_from_instability_keeping_time(tmp_path, monkeypatch):
+    from sim_real_bridge.sim.robot import SimulatedRobot
+
+    monkeypatch.chdir(tmp_path)
+    robot = SimulatedRobot()
+    robot.advance(10_000_000)
+    robot.physics.data.qvel[0] = np.nan
+    with pytest.raises(SimulationError, match="unstable state"):
+        robot.advance(20_000_000)
+    robot.recover()
+    assert robot.time_ns >= 10_000_000
+    np.testing.assert_allclose(robot.physics.q_rad, robot.physics.home_q_rad)
+    assert robot.advance(robot.time_ns + 10_000_000)

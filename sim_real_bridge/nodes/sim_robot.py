@@ -25,6 +25,8 @@ physics step that produced each sample.
 from __future__ import annotations
 
 import signal
+import threading
+import time
 from typing import Any
 
 import rclpy
@@ -41,7 +43,7 @@ from std_msgs.msg import Float64
 from trajectory_msgs.msg import JointTrajectory
 
 from sim_real_bridge.conversions import robot_msgs
-from sim_real_bridge.errors import ConfigError, TrajectoryError
+from sim_real_bridge.errors import ConfigError, SimulationError, TrajectoryError
 from sim_real_bridge.ros import diagnostics
 from sim_real_bridge.ros.diagnostics import DiagnosticsPublisher, InputProblems
 from sim_real_bridge.ros.qos import COMMAND_QOS, STREAM_PUB_QOS
@@ -75,7 +77,7 @@ class SimRobotNode(Node):
         self.declare_parameter("model_path", "", describe("MJCF model; empty: the package's sim/assets/arm.xml."))
         self.declare_parameter("world_frame", "world", describe("frame_id of ee_pose and object_pose."))
         self.declare_parameter("ft_frame", "ft_sensor", describe("frame_id of wrench (the wrist sensor site)."))
-        self.declare_parameter("tick_period_s", 0.004, describe("Wall-clock period of the stepping loop, s."))
+        self.declare_parameter("tick_period_s", 0.004, describe("Wall-clock period of the physics thread's loop, s."))
         self.declare_parameter("max_steps_per_tick", 200, describe("Most physics steps (1 ms) taken in one tick."))
         self.declare_parameter(
             "publish_clock", publish_clock_default,
@@ -107,6 +109,7 @@ class SimRobotNode(Node):
         self._joint_names = list(physics.joint_names)
         self._problems = InputProblems()
         self._commands = 0
+        self._instabilities = 0
 
         self._stream_pubs = {
             "joint_states": self.create_publisher(JointState, "joint_states", STREAM_PUB_QOS),
@@ -124,7 +127,14 @@ class SimRobotNode(Node):
         self._wall_start_ns: int | None = None
         self._sim_start_ns = self.robot.time_ns
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
-        self._timer = self.create_timer(tick_period_s, self._on_tick, clock=self._steady)
+        # Physics runs on its own thread, paced by sleeping: an executor timer at 250 Hz
+        # costs several times the stepping itself. Commands reach it under a lock.
+        self._tick_period_s = tick_period_s
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run_physics, name=f"{self.get_name()}_physics", daemon=True)
+        # Started from the executor once every subclass __init__ has finished.
+        self._start_timer = self.create_timer(0.001, self._start_physics, clock=self._steady)
         self._rtf_timer = self.create_timer(
             float(self.get_parameter("realtime_factor_period_s").value), self._publish_rtf, clock=self._steady
         )
@@ -154,11 +164,11 @@ class SimRobotNode(Node):
         """Simulated over wall time since the first tick (0.0 before two ticks)."""
         if self._wall_start_ns is None:
             return 0.0
-        wall = self._steady.now().nanoseconds - self._wall_start_ns
+        wall = time.monotonic_ns() - self._wall_start_ns
         return (self.robot.time_ns - self._sim_start_ns) / wall if wall > 0 else 0.0
 
     def _target_physics_ns(self) -> int | None:
-        steady_ns = self._steady.now().nanoseconds
+        steady_ns = time.monotonic_ns()
         if self._t0_ns is None:
             if self._use_sim_time and not self._is_clock:
                 ros_now = self.get_clock().now().nanoseconds
@@ -184,8 +194,9 @@ class SimRobotNode(Node):
             start_ns = None
             if data.start_ns > 0 and self._t0_ns is not None:
                 start_ns = max(1, data.start_ns - self._t0_ns)
-            first = self.robot.first_command_ns is None
-            self.robot.command(data, start_ns=start_ns)
+            with self._lock:
+                first = self.robot.first_command_ns is None
+                self.robot.command(data, start_ns=start_ns)
         except (TrajectoryError, ValueError, TypeError) as exc:
             reason = type(exc).__name__ if not isinstance(exc, TrajectoryError) else "bad_trajectory"
             if self._problems.record(self._trajectory_topic, reason):
@@ -199,12 +210,49 @@ class SimRobotNode(Node):
         """Called once, when the first trajectory is accepted (t = 0 of a scenario)."""
         self.get_logger().info("first command received: scenario time starts now")
 
+    def _start_physics(self) -> None:
+        self._start_timer.cancel()
+        if not self._thread.is_alive() and not self._stop.is_set():
+            self._thread.start()
+
+    def _run_physics(self) -> None:
+        next_s = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self._on_tick()
+            except Exception as exc:  # noqa: BLE001 - the context went away under us, or a bug
+                if not self.context.ok() or self._stop.is_set():
+                    return
+                self.get_logger().error(f"physics loop stopped: {exc!r}")
+                raise
+            next_s += self._tick_period_s
+            delay = next_s - time.monotonic()
+            if delay < 0:  # behind: catch up on the next tick, never burst-sleep to zero
+                next_s = time.monotonic()
+                delay = 0.0
+            self._stop.wait(delay)
+
+    def destroy_node(self) -> None:
+        """Stop the physics thread, then destroy the node."""
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5.0)
+        super().destroy_node()
+
     def _on_tick(self) -> None:
-        target = self._target_physics_ns()
-        if target is None:
-            return
-        max_until = self.robot.time_ns + self._max_steps * self.robot.physics.timestep_ns
-        samples = self.robot.advance(min(target, max_until))
+        with self._lock:
+            target = self._target_physics_ns()
+            if target is None:
+                return
+            max_until = self.robot.time_ns + self._max_steps * self.robot.physics.timestep_ns
+            try:
+                samples = self.robot.advance(min(target, max_until))
+            except SimulationError as exc:
+                # Never crash on a numerical blow-up: report it, reset to home, carry on.
+                self._instabilities += 1
+                self.get_logger().error(f"{exc}; state reset to home (instability {self._instabilities})")
+                self.robot.recover()
+                return
         self.publish_samples(samples)
         if self._clock_pub is not None:
             clock = ClockMsg()
@@ -241,10 +289,13 @@ class SimRobotNode(Node):
     def _status(self):
         rtf = self.realtime_factor
         level = diagnostics.OK if rtf >= 0.98 or self._use_sim_time or self._wall_start_ns is None else diagnostics.WARN
+        if self._instabilities:
+            level = diagnostics.ERROR
         values = {
             "realtime_factor": rtf,
             "sim_time_s": self.robot.time_ns / _NS_PER_S,
             "commands": self._commands,
+            "instabilities": self._instabilities,
             "first_command": self.robot.first_command_ns is not None,
             **self._problems.as_values(),
         }

@@ -96,6 +96,19 @@ class SimulatedRobot:
         if self.first_command_ns is None:
             self.first_command_ns = now
 
+    def recover(self) -> None:
+        """After an unstable step: reset the state to home at the same time, and hold home.
+
+        Model changes (the reality model's injections) are kept; the time is kept so
+        stamps keep increasing.
+        """
+        physics = self.physics
+        physics.reset()
+        # MuJoCo's own reset on instability zeroes the time: restore it from the step count.
+        physics.data.time = self._step_index * physics.model.opt.timestep
+        physics.forward()
+        self.follower = TrajectoryFollower(physics.joint_names, physics.q_rad)
+
     def advance(self, until_ns: int, max_steps: int | None = None) -> list[StreamSample]:
         """Step physics until ``until_ns`` (or ``max_steps``); return samples due meanwhile.
 
