@@ -36,6 +36,12 @@ LIMITS = {
     "velocity_max_rad_s": [2.0] * 7,
 }
 STATUS_NAME = "command_mirror: safety gate"
+DEFAULT_TOPICS = {
+    "topics.input": "/bridge/joint_trajectory",
+    "topics.sim_output": "/sim/joint_trajectory",
+    "topics.real_output": "/real/joint_trajectory",
+    "topics.real_joint_states": "/real/joint_states",
+}
 
 
 def params(with_limits: bool = True, **overrides: Any) -> list[Parameter]:
@@ -126,29 +132,33 @@ class Harness:
 def make_harness():
     made: list[tuple[Any, ...]] = []
 
-    def make(with_limits: bool = True, **overrides: Any) -> Harness:
+    def make(with_limits: bool = True, cli_args: list[str] | None = None,
+             topics: dict[str, str] | None = None, **overrides: Any) -> Harness:
+        topics = topics or DEFAULT_TOPICS
         context = rclpy.Context()
         rclpy.init(context=context)
         mirror = CommandMirror(
-            context=context, parameter_overrides=params(with_limits, **overrides)
+            context=context, parameter_overrides=params(with_limits, **overrides),
+            cli_args=cli_args,
         )
         node = rclpy.create_node("mirror_test_driver", context=context)
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(mirror)
         executor.add_node(node)
         harness = Harness(mirror, node, executor)
-        node.create_subscription(JointTrajectory, "/sim/joint_trajectory",
+        node.create_subscription(JointTrajectory, topics["topics.sim_output"],
                                  harness.sim.append, COMMAND_QOS)
-        node.create_subscription(JointTrajectory, "/real/joint_trajectory",
+        node.create_subscription(JointTrajectory, topics["topics.real_output"],
                                  harness.real.append, COMMAND_QOS)
         node.create_subscription(GapEvent, "/bridge/refusals", harness.refusals.append,
                                  OUTPUT_QOS)
         node.create_subscription(DiagnosticArray, "/diagnostics", harness.diagnostics.append, 10)
         harness.command_pub = node.create_publisher(
-            JointTrajectory, "/bridge/joint_trajectory", COMMAND_QOS)
+            JointTrajectory, topics["topics.input"], COMMAND_QOS)
         harness.other_pub = node.create_publisher(
             JointTrajectory, "/bridge/other_trajectory", COMMAND_QOS)
-        harness.state_pub = node.create_publisher(JointState, "/real/joint_states", STREAM_PUB_QOS)
+        harness.state_pub = node.create_publisher(
+            JointState, topics["topics.real_joint_states"], STREAM_PUB_QOS)
         harness.heartbeat_pub = node.create_publisher(Empty, "/command_mirror/heartbeat",
                                                       COMMAND_QOS)
         made.append((context, executor, mirror, node))
@@ -397,6 +407,9 @@ def test_no_hold_when_disabled(make_harness) -> None:
         ("hold_on_timeout", False, "cannot be switched off"),
         ("joint_names", [f"j{i}" for i in range(7)], "joint_names cannot change"),
         ("diagnostics_period_s", 5.0, "diagnostics_period_s cannot change"),
+        ("topics.input", "/elsewhere/joint_trajectory", "topics.input cannot change"),
+        ("topics.real_output", "/robot/command", "topics.real_output cannot change"),
+        ("topics.real_joint_states", "/joint_states", "topics.real_joint_states cannot change"),
     ],
 )
 def test_unsafe_parameter_change_refused_with_reason(name, value, match) -> None:
@@ -447,3 +460,93 @@ def test_bad_joint_states_are_counted_not_fatal(make_harness) -> None:
     h.publish_home()
     sentinel = h.send_sentinel()
     assert h.real == [sentinel]
+
+
+# --- topic parameters ----------------------------------------------------------------
+
+
+def test_default_topics_are_relative_and_follow_remapping() -> None:
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        mirror = CommandMirror(context=context, parameter_overrides=params())
+        assert mirror.topics == DEFAULT_TOPICS
+        assert mirror.get_parameter("topics.input").value == "bridge/joint_trajectory"
+        mirror.destroy_node()
+        remapped = CommandMirror(
+            context=context,
+            parameter_overrides=params(**{"topics.real_output": "robot/command"}),
+            cli_args=["--ros-args", "-r", "robot/command:=/arm/joint_trajectory_controller/joint_trajectory",
+                      "-r", "sim/joint_trajectory:=/twin/joint_trajectory"],
+        )
+        assert remapped.topics["topics.real_output"] == (
+            "/arm/joint_trajectory_controller/joint_trajectory"
+        )
+        assert remapped.topics["topics.sim_output"] == "/twin/joint_trajectory"
+        remapped.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+
+
+@pytest.mark.parametrize(
+    ("topics", "match"),
+    [
+        ({"topics.input": "bad name"}, "topics.input is not a valid topic name"),
+        ({"topics.sim_output": ""}, "topics.sim_output must be a non-empty topic name"),
+        ({"topics.real_joint_states": "1joint_states"},
+         "topics.real_joint_states is not a valid topic name"),
+        ({"topics.real_output": "/sim/joint_trajectory"},
+         "topics.sim_output and topics.real_output both resolve to /sim/joint_trajectory"),
+        ({"topics.input": "real/joint_trajectory"},
+         "topics.input and topics.real_output both resolve to /real/joint_trajectory"),
+    ],
+)
+def test_invalid_topic_parameters_raise(topics, match) -> None:
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        with pytest.raises(ConfigError, match=match):
+            CommandMirror(context=context, parameter_overrides=params(**topics))
+    finally:
+        rclpy.shutdown(context=context)
+
+
+def test_main_exits_with_status_2_on_clashing_topics() -> None:
+    from sim_real_bridge.nodes import command_mirror
+
+    with pytest.raises(SystemExit, match="2"):
+        command_mirror.main(["command_mirror", "--ros-args", "-p",
+                             "topics.sim_output:=real/joint_trajectory"])
+
+
+@pytest.mark.parametrize("stack", ["ros2_control_gz.yaml", "isaac_sim.yaml"])
+def test_stack_params_file_routes_commands_over_dds(make_harness, repo_root, stack) -> None:
+    stack_file = repo_root / "config" / "stacks" / stack
+    mapping = yaml.safe_load(stack_file.read_text())["/**/command_mirror"]["ros__parameters"]
+    assert mapping["topics.real_output"] != DEFAULT_TOPICS["topics.real_output"]
+    h = make_harness(
+        cli_args=["--ros-args", "--params-file", str(repo_root / "config/robot_limits.yaml"),
+                  "--params-file", str(stack_file)],
+        topics=mapping,
+    )
+    assert h.mirror.topics == mapping
+    strays: list[JointTrajectory] = []
+    for topic in ("/sim/joint_trajectory", "/real/joint_trajectory"):
+        h.node.create_subscription(JointTrajectory, topic, strays.append, COMMAND_QOS)
+    h.publish_home()
+    sent = command([near_home(0.1)], [1.0], stamp_s=21)
+    h.send(sent)
+    assert h.spin_until(lambda: h.sim and h.real)
+    assert h.sim == [sent] and h.real == [sent]
+    h.send(bad_commands()["max_step"])
+    assert h.spin_until(lambda: h.refusals)
+    evidence = {kv.key: kv.value for kv in h.refusals[0].evidence}
+    assert evidence["topic"] == mapping["topics.input"]
+    h.send_sentinel()
+    assert strays == []
+    # Nothing is published on the default names at all (same process: graph is immediate).
+    assert h.node.count_publishers(mapping["topics.real_output"]) == 1
+    assert h.node.count_publishers("/real/joint_trajectory") == 0
+    assert h.node.count_publishers("/sim/joint_trajectory") == 0
+    assert h.spin_until(lambda: (h.latest_status() or {}).get("real_output_topic")
+                        == mapping["topics.real_output"])

@@ -1,17 +1,24 @@
 """command_mirror: one JointTrajectory in, the same to the simulator and (gated) to the robot.
 
-Topics (relative names, remap with ``--ros-args -r from:=to``):
+Topics (relative names by default; set them with the ``topics.*`` parameters, for
+example from a params file, or remap them with ``--ros-args -r from:=to``; remapping
+applies to whatever name the parameter gives):
 
-- subscribes ``bridge/joint_trajectory`` (trajectory_msgs/JointTrajectory, reliable):
-  the only command input. The node subscribes to nothing else that carries
-  commands, so a command published on any other topic never reaches its outputs;
-- subscribes ``real/joint_states`` (sensor_msgs/JointState, sensor-data QoS): the
-  last measured real position, for the max-step check and the hold;
+- subscribes ``topics.input`` (default ``bridge/joint_trajectory``;
+  trajectory_msgs/JointTrajectory, reliable): the only command input. The node
+  subscribes to nothing else that carries commands, so a command published on any
+  other topic never reaches its outputs;
+- subscribes ``topics.real_joint_states`` (default ``real/joint_states``;
+  sensor_msgs/JointState, sensor-data QoS): the last measured real position, for the
+  max-step check and the hold;
 - subscribes ``~/heartbeat`` (std_msgs/Empty): commander liveness, re-arms the gate;
-- publishes ``sim/joint_trajectory`` and ``real/joint_trajectory`` (reliable): the
-  input message itself, unchanged (content and ``header.stamp``). The real side only
-  gets commands the safety gate (``sim_real_bridge.core.safety``) accepts, plus the
-  hold described below;
+- publishes ``topics.sim_output`` and ``topics.real_output`` (defaults
+  ``sim/joint_trajectory`` and ``real/joint_trajectory``; reliable): the input message
+  itself, unchanged (content and ``header.stamp``). The real side only gets commands
+  the safety gate (``sim_real_bridge.core.safety``) accepts, plus the hold described
+  below. The three trajectory topics must resolve to three different names (else the
+  mirror would feed itself, or refused commands meant for the simulator would reach
+  the robot), checked at startup;
 - publishes ``bridge/refusals`` (sim_real_bridge/msg/GapEvent): one event per refused
   command. ``category`` is empty (a refusal is not a sim-to-real gap), ``kind`` is
   ``command_refused:<reason>``, ``evidence`` holds reason, detail, topic, command
@@ -31,7 +38,8 @@ Safety behaviour:
   with a reason: limits may be narrowed within the startup (hard) limits, never
   widened; ``max_step_rad`` and ``heartbeat_timeout_s`` may only decrease;
   ``rearm_commands`` may only increase or become 0; ``hold_on_timeout`` may not be
-  switched off; ``joint_names`` and ``diagnostics_period_s`` are fixed.
+  switched off; ``joint_names``, ``diagnostics_period_s`` and the ``topics.*`` names
+  are fixed.
 - Bad input never raises out of a callback: it is counted by reason, reported in
   /diagnostics and logged once per (topic, reason).
 - With no limits configured (empty ``joint_names``) every command is refused for the
@@ -67,7 +75,20 @@ REFUSAL_KIND_PREFIX = "command_refused:"
 HEARTBEAT_POLL_PERIOD_S = 0.02
 
 _LIMIT_PARAMS = ("joint_names", "position_lower_rad", "position_upper_rad", "velocity_max_rad_s")
-_FIXED_PARAMS = ("joint_names", "diagnostics_period_s")
+#: Topic-name parameters and their defaults (relative, so namespaces and remapping apply).
+TOPIC_PARAMS: dict[str, str] = {
+    "topics.input": "bridge/joint_trajectory",
+    "topics.sim_output": "sim/joint_trajectory",
+    "topics.real_output": "real/joint_trajectory",
+    "topics.real_joint_states": "real/joint_states",
+}
+_TOPIC_DESCRIPTIONS = {
+    "topics.input": "JointTrajectory input, the only command source.",
+    "topics.sim_output": "JointTrajectory output to the simulator.",
+    "topics.real_output": "JointTrajectory output to the real robot (safety-gated).",
+    "topics.real_joint_states": "JointState of the real robot (measured position).",
+}
+_FIXED_PARAMS = ("joint_names", "diagnostics_period_s", *TOPIC_PARAMS)
 _NS_PER_S = 1_000_000_000
 
 # Bad-input reasons for joint_states (commands use the gate's reasons).
@@ -112,16 +133,24 @@ class CommandMirror(Node):
         self._logged_refusals: set[str] = set()
         self._problems_reported = 0
 
-        self._sim_pub = self.create_publisher(JointTrajectory, "sim/joint_trajectory", COMMAND_QOS)
+        topics = self._resolve_topics(values)
+        self._sim_pub = self.create_publisher(
+            JointTrajectory, values["topics.sim_output"], COMMAND_QOS
+        )
         self._real_pub = self.create_publisher(
-            JointTrajectory, "real/joint_trajectory", COMMAND_QOS
+            JointTrajectory, values["topics.real_output"], COMMAND_QOS
         )
         self._refusal_pub = self.create_publisher(GapEvent, "bridge/refusals", OUTPUT_QOS)
         self._command_sub = self.create_subscription(
-            JointTrajectory, "bridge/joint_trajectory", self._on_command, COMMAND_QOS
+            JointTrajectory, values["topics.input"], self._on_command, COMMAND_QOS
         )
         self._state_sub = self.create_subscription(
-            JointState, "real/joint_states", self._on_joint_states, SENSOR_QOS
+            JointState, values["topics.real_joint_states"], self._on_joint_states, SENSOR_QOS
+        )
+        self.get_logger().info(
+            f"mirroring {topics['topics.input']} to {topics['topics.sim_output']} and "
+            f"(gated) {topics['topics.real_output']}; measured state from "
+            f"{topics['topics.real_joint_states']}"
         )
         self._heartbeat_sub = self.create_subscription(
             Empty, "~/heartbeat", self._on_heartbeat, COMMAND_QOS
@@ -135,6 +164,16 @@ class CommandMirror(Node):
                 "no joint limits configured (joint_names is empty): every command to "
                 "the real robot will be refused; load config/robot_limits.yaml"
             )
+
+    @property
+    def topics(self) -> dict[str, str]:
+        """Resolved (namespaced, remapped) name of each ``topics.*`` parameter."""
+        return {
+            "topics.input": self._command_sub.topic_name,
+            "topics.sim_output": self._sim_pub.topic_name,
+            "topics.real_output": self._real_pub.topic_name,
+            "topics.real_joint_states": self._state_sub.topic_name,
+        }
 
     @property
     def gate_state(self) -> str:
@@ -190,9 +229,14 @@ class CommandMirror(Node):
         self.declare_parameter(
             "diagnostics_period_s", 1.0, describe("Period of /diagnostics publication.")
         )
+        for name, default in TOPIC_PARAMS.items():
+            self.declare_parameter(
+                name, default, describe(_TOPIC_DESCRIPTIONS[name] + " Fixed at startup.")
+            )
         self._param_names = (
             *_LIMIT_PARAMS, "max_step_rad", "heartbeat_timeout_s", "rearm_commands",
             "hold_on_timeout", "forward_refused_to_sim", "diagnostics_period_s",
+            *TOPIC_PARAMS,
         )
 
     def _param(self, name: str) -> Any:
@@ -203,6 +247,34 @@ class CommandMirror(Node):
                 return []  # no limits file given: the gate fails closed
             return list(value) if value is not None else []
         return self.get_parameter(name).value
+
+    def _resolve_topics(self, values: dict[str, Any]) -> dict[str, str]:
+        """Fully qualified, remapped name of each topic parameter.
+
+        Raises:
+            ConfigError: A name is not a valid topic name, or two of the trajectory
+                topics resolve to the same name.
+        """
+        resolved: dict[str, str] = {}
+        for name in TOPIC_PARAMS:
+            value = values[name]
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"{name} must be a non-empty topic name, got {value!r}")
+            try:
+                resolved[name] = self.resolve_topic_name(value)
+            except RuntimeError as error:  # rclpy's RCLError: the name is invalid
+                raise ConfigError(
+                    f"{name} is not a valid topic name ({value!r}): {error}"
+                ) from None
+        trajectory = ("topics.input", "topics.sim_output", "topics.real_output")
+        for index, first in enumerate(trajectory):
+            for second in trajectory[index + 1:]:
+                if resolved[first] == resolved[second]:
+                    raise ConfigError(
+                        f"{first} and {second} both resolve to {resolved[first]}; the "
+                        "command input and the two outputs must be different topics"
+                    )
+        return resolved
 
     @staticmethod
     def _build(values: dict[str, Any]) -> tuple[JointLimits, GateConfig]:
@@ -410,6 +482,9 @@ class CommandMirror(Node):
                 "measured_joints": len(self._measured_q or {}),
                 "heartbeat_timeout_s": self._gate.config.heartbeat_timeout_s,
                 "input_topic": self._command_sub.topic_name,
+                "sim_output_topic": self._sim_pub.topic_name,
+                "real_output_topic": self._real_pub.topic_name,
+                "real_joint_states_topic": self._state_sub.topic_name,
             }
         )
         values.update(self._problems.as_values())
