@@ -121,19 +121,46 @@ def test_there_are_parameter_files_and_stacks() -> None:
     assert {p.name for p in STACK_FILES} == {"ros2_control_gz.yaml", "mujoco_ros2_control.yaml", "isaac_sim.yaml"}
 
 
-@pytest.mark.parametrize("path", [p for p in PARAM_FILES if p != AGGREGATOR_FILE], ids=lambda p: p.name)
-def test_parameter_file_names_nodes_of_the_graph_and_their_parameters(path, context, tmp_path) -> None:
+def undeclared(path: Path, context: rclpy.Context, tmp_path: Path) -> dict[str, list[str]]:
+    """Per target node, the parameters ``path`` sets that the node does not declare."""
+    out: dict[str, list[str]] = {}
     for key, params in sections(path).items():
         node = node_of(key)
-        targets = [node] if node else list(NODE_CLASSES)
+        # A /** section reaches every node, so each of them must declare its parameters.
+        targets = [node] if node else list(GRAPH)
         assert all(t in GRAPH for t in targets), f"{path}: {key} names no node of the graph"
-        for target in targets if node else ["command_mirror"]:
+        for target in targets:
             instance = make_node(target, context, tmp_path)
             try:
-                unknown = set(params) - declared_names(instance)
+                unknown = sorted(set(params) - declared_names(instance))
             finally:
                 instance.destroy_node()
-            assert not unknown, f"{path}: {key} sets parameters {target} does not declare: {sorted(unknown)}"
+            if unknown:
+                out[target] = unknown
+    return out
+
+
+@pytest.mark.parametrize("path", [p for p in PARAM_FILES if p != AGGREGATOR_FILE], ids=lambda p: p.name)
+def test_parameter_file_names_nodes_of_the_graph_and_their_parameters(path, context, tmp_path) -> None:
+    assert undeclared(path, context, tmp_path) == {}
+
+
+def test_parameter_check_catches_typos_and_bad_structure(context, tmp_path) -> None:
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("/**/command_mirror:\n  ros__parameters:\n    topics:\n      inptu: /x\n")
+    assert undeclared(typo, context, tmp_path) == {"command_mirror": ["topics.inptu"]}
+    stray = tmp_path / "stray.yaml"
+    stray.write_text("/**/no_such_node:\n  ros__parameters:\n    a: 1\n")
+    with pytest.raises(AssertionError, match="names no node of the graph"):
+        undeclared(stray, context, tmp_path)
+    flat = tmp_path / "flat.yaml"
+    flat.write_text("/**/command_mirror:\n  max_step_rad: 0.1\n")
+    with pytest.raises(AssertionError, match="must hold exactly ros__parameters"):
+        sections(flat)
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text("/**/command_mirror:\n  ros__parameters:\n    position_lower_rad: [1, 2.0]\n")
+    with pytest.raises(AssertionError, match="mixes types"):
+        sections(mixed)
 
 
 @pytest.mark.parametrize("path", [p for p in PARAM_FILES if p != AGGREGATOR_FILE], ids=lambda p: p.name)
