@@ -336,6 +336,9 @@ _RULES = {"topics": ("topic", {"publish", "subscribe"}), "services": ("service",
 
 def load_policy(path: Path = POLICY_FILE) -> dict[str, dict[str, Any]]:
     """Profiles by node name, schema rules of sros2's policy.xsd (0.2.0) checked."""
+    with_comments = ET.parse(path, ET.XMLParser(target=ET.TreeBuilder(insert_comments=True)))
+    # sros2's generate_artifacts walks every child of <enclaves> (lxml keeps comments).
+    assert not [e for e in with_comments.getroot().iter() if e.tag is ET.Comment], "comment inside <policy>"
     root = ET.parse(path).getroot()
     assert root.tag == "policy" and root.get("version") == "0.2.0"
     assert [child.tag for child in root] == ["enclaves"]
@@ -390,6 +393,10 @@ def test_policy_checker_catches_a_missing_topic(tmp_path) -> None:
     broken.write_text(text)
     profile = load_policy(broken)["divergence_monitor"]
     assert "/divergence/markers" not in allowed(profile, "divergence_monitor", "publish")
+    commented = tmp_path / "commented.xml"
+    commented.write_text(POLICY_FILE.read_text().replace("  <enclaves>\n", "  <enclaves><!-- x -->\n"))
+    with pytest.raises(AssertionError, match="comment inside <policy>"):
+        load_policy(commented)
 
 
 def test_policy_allows_every_endpoint_the_nodes_create(context, tmp_path) -> None:
