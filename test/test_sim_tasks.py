@@ -74,6 +74,21 @@ def test_reach_is_free_space_wipe_touches_table_push_moves_object():
     touched, _, _ = _contacts_during("reach", "tool_tip")
     assert touched == 0
     touched, _, _ = _contacts_during("wipe", "tool_tip")
-    assert touched > 60  # > 3 s of the 11 s cycle in contact
+    assert touched > 100  # > 5 s of the 11 s cycle in contact
     _, start, end = _contacts_during("push", "object_geom")
     assert np.linalg.norm(end[:2] - start[:2]) > 0.05
+
+
+def test_wipe_contact_is_sustained_and_pressing():
+    robot = SimulatedRobot()
+    robot.command(build_cycle("wipe"))
+    robot.advance(2_600_000_000)
+    in_contact = []
+    force_z = []
+    while robot.time_ns < 8_400_000_000:  # the three strokes
+        robot.advance(robot.time_ns + 1_000_000)
+        in_contact.append(robot.physics.contact_count("tool_tip") > 0)
+        force_z.append(robot.physics.wrench_at_sensor()[0][2])
+    assert np.mean(in_contact) > 0.99
+    tool_weight_n = robot.physics.model.body_subtreemass[robot.physics.body_id("tool")] * 9.81
+    assert np.percentile(force_z, 5) > 2 * tool_weight_n

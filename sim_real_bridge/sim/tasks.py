@@ -28,7 +28,7 @@ POINT_SPACING_NS = 50_000_000
 TABLE_TOP_Z_M = 0.4
 TIP_RADIUS_M = 0.02
 #: How far the wipe presses the tip below the table surface (position control => force).
-WIPE_PRESS_M = 0.005
+WIPE_PRESS_M = 0.008
 
 #: Tool pointing straight down, x axis along world -x (the home orientation).
 _DOWN = np.diag([-1.0, 1.0, -1.0])
