@@ -2,7 +2,7 @@
 
     ros2 launch sim_real_bridge bridge.launch.py \
         sim_namespace:=/sim real_namespace:=/real \
-        params_file:=$(ros2 pkg prefix sim_real_bridge)/share/sim_real_bridge/config/ros2_control.yaml
+        params_file:=$(ros2 pkg prefix sim_real_bridge)/share/sim_real_bridge/config/stacks/ros2_control_gz.yaml
 
 The graph itself is defined in sim_real_bridge/ros/graph.py.
 """

@@ -127,3 +127,11 @@ def test_graph_module_imports_neither_rclpy_nor_launch() -> None:
     modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any(m and (m.startswith("rclpy") or m.startswith("launch")) for m in modules)
+
+
+def test_security_enabled_adds_each_nodes_enclave(options: GraphOptions, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = bridge_graph(options)[0]
+    assert "--enclave" not in ros_arguments(spec)
+    monkeypatch.setenv("ROS_SECURITY_ENABLE", "true")
+    args = ros_arguments(spec)
+    assert args[args.index("--enclave") + 1] == "/sim_real_bridge/command_mirror"

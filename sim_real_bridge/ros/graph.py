@@ -58,6 +58,11 @@ class NodeSpec:
         return self.executable
 
     @property
+    def enclave(self) -> str:
+        """SROS2 enclave of the node (config/security/policy.xml has its profile)."""
+        return f"/{PACKAGE}/{self.name}"
+
+    @property
     def fully_qualified_name(self) -> str:
         """``/namespace/name`` of the node."""
         return f"{self.namespace.rstrip('/')}/{self.name}" if self.namespace else f"/{self.name}"
@@ -170,6 +175,7 @@ def bridge_graph(options: GraphOptions) -> list[NodeSpec]:
             TopicSpec("/divergence/joints", f"{PACKAGE}/msg/JointDivergence"),
             TopicSpec("/divergence/pose", f"{PACKAGE}/msg/PoseDivergence"),
             TopicSpec("/divergence/contact", f"{PACKAGE}/msg/ContactResidual"),
+            TopicSpec("/divergence/events", f"{PACKAGE}/msg/GapEvent"),
             TopicSpec("/divergence/summary", f"{PACKAGE}/msg/DivergenceSummary"),
             TopicSpec("/divergence/markers", MARKERS),
             TopicSpec("/diagnostics", DIAGNOSTICS),

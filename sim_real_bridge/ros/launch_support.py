@@ -6,6 +6,7 @@ Imported only by the files in launch/, on a ROS 2 distribution where `launch`,
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ament_index_python.packages import PackageNotFoundError, get_package_share_directory
@@ -30,7 +31,10 @@ def declare_arguments(arguments: tuple[LaunchArgument, ...]) -> list[DeclareLaun
 
 
 def node_actions(specs: list[NodeSpec], log_level: str) -> list[Node]:
-    """launch_ros Node actions for the specs, same names, parameters and remappings."""
+    """launch_ros Node actions for the specs, same names, parameters and remappings.
+
+    With ``ROS_SECURITY_ENABLE=true`` each node runs in its SROS2 enclave.
+    """
     return [
         Node(
             package=PACKAGE,
@@ -39,7 +43,9 @@ def node_actions(specs: list[NodeSpec], log_level: str) -> list[Node]:
             namespace=spec.namespace or "",
             parameters=[str(path) for path in spec.parameter_files] + [dict(spec.parameters)],
             remappings=list(spec.remappings),
-            arguments=["--ros-args", "--log-level", log_level],
+            arguments=["--ros-args", "--log-level", log_level] + (
+                ["--enclave", spec.enclave] if os.environ.get("ROS_SECURITY_ENABLE", "").lower() == "true" else []
+            ),
             output="screen",
             emulate_tty=True,
         )

@@ -35,6 +35,8 @@ def _param_value(value: object) -> str:
 def ros_arguments(spec: NodeSpec) -> list[str]:
     """Command-line ``--ros-args`` for one node, as launch_ros would pass them.
 
+    With ``ROS_SECURITY_ENABLE=true`` each node also gets its SROS2 enclave.
+
     Args:
         spec: The node.
 
@@ -42,6 +44,8 @@ def ros_arguments(spec: NodeSpec) -> list[str]:
         Arguments starting with ``--ros-args``.
     """
     args = ["--ros-args", "-r", f"__node:={spec.name}"]
+    if os.environ.get("ROS_SECURITY_ENABLE", "").lower() == "true":
+        args += ["--enclave", spec.enclave]
     if spec.namespace:
         args += ["-r", f"__ns:={spec.namespace}"]
     for path in spec.parameter_files:
