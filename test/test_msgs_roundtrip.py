@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -102,7 +103,11 @@ def test_message_round_trips_between_processes(ros_node, type_name: str) -> None
         assert received, f"no {type_name} came back within 60 s"
         assert received[0] == sent
     finally:
-        echo.terminate()
-        echo.wait(timeout=10)
+        echo.send_signal(signal.SIGINT)
+        try:
+            echo.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            echo.kill()
+            echo.wait()
         ros_node.destroy_subscription(sub)
         ros_node.destroy_publisher(pub)
