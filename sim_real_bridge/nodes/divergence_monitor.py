@@ -46,7 +46,7 @@ from sim_real_bridge.conversions.robot_msgs import (
     stamp_to_ns,
     wrench_to_arrays,
 )
-from sim_real_bridge.core import validation
+from sim_real_bridge.core import intake, validation
 from sim_real_bridge.core.engine import DivergenceEngine, EngineConfig, TickOutput
 from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventRecord
 from sim_real_bridge.core.stream_status import StreamStatus
@@ -126,9 +126,11 @@ class DivergenceMonitor(Node):
         self._engine = DivergenceEngine(EngineConfig.from_dict(
             {name[len("engine."):]: param(name) for name in engine_defaults}
         ))
-        self._limits = validation.InputLimits(max_joints=int(param("max_joints")), max_future_s=float(param("max_future_s")))
-        self._stamps_on_node_clock = bool(param("stamps_on_node_clock"))
-        self._expected_frames = {"wrench": param("expected_frames.wrench"), "pose": param("expected_frames.pose")}
+        self._intake = intake.IntakeConfig(
+            limits=validation.InputLimits(max_joints=int(param("max_joints")), max_future_s=float(param("max_future_s"))),
+            stamps_on_node_clock=bool(param("stamps_on_node_clock")),
+            expected_frames={"wrench": param("expected_frames.wrench"), "pose": param("expected_frames.pose")},
+        )
         self._pose_frame = param("pose_frame_id")
         self._output_dir = Path(param("output_dir")).expanduser().resolve()
         self._output_dir.mkdir(parents=True, exist_ok=True)
@@ -223,53 +225,24 @@ class DivergenceMonitor(Node):
         self._problem(topic, reason, recv_ns, refused=True, detail=detail)
         self._engine.on_rejected(side, stream, reason)
 
-    def _check_stamp(self, side: str, stream: str, topic: str, stamp_ns: int, recv_ns: int) -> bool:
-        reason = validation.check_stamp(stamp_ns, recv_ns if self._stamps_on_node_clock else None, self._limits)
-        if reason:
-            self._refuse(side, stream, topic, reason, recv_ns, f"stamp {stamp_ns} ns")
-            return False
-        return True
-
     def _feed(self, side: str, stream: str, topic: str, msg: Any, recv_ns: int) -> None:
-        """Validates one message and hands it to the engine (the only logic per message)."""
+        """Converts one message to arrays and hands it to the shared intake (checks, then engine)."""
         if stream == "joint_trajectory":
             data = joint_trajectory_to_data(msg)
-            if side == "sim":
-                self._engine.on_command(data.start_ns or recv_ns, recv_ns, data.joint_names, data.points)
+            intake.feed_command(self._engine, side, data.start_ns, recv_ns, data.joint_names, data.points)
             return
         if stream == "joint_states":
             stamp_ns, names, q, qd, eff = joint_state_to_arrays(msg)
-            if not self._check_stamp(side, stream, topic, stamp_ns, recv_ns):
-                return
-            reason = validation.check_joint_state(names, q, qd, eff, self._engine.joint_names, self._limits)
-            if reason:
-                self._refuse(side, stream, topic, reason, recv_ns)
-                return
-            if validation.has_non_finite(q, qd, eff):
-                self._problem(topic, validation.NON_FINITE, recv_ns, refused=False)
-            self._engine.on_joint_state(side, stamp_ns, recv_ns, names, q, qd, eff)
+            problem = intake.feed_joint_state(self._engine, self._intake, side, stamp_ns, recv_ns, names, q, qd, eff)
         elif stream == "wrench":
             stamp_ns, frame_id, force, torque = wrench_to_arrays(msg)
-            if not self._check_stamp(side, stream, topic, stamp_ns, recv_ns):
-                return
-            if validation.check_frame(frame_id, self._expected_frames["wrench"]):
-                self._refuse(side, stream, topic, validation.FRAME_MISMATCH, recv_ns, f"frame {frame_id!r}")
-                return
-            if validation.has_non_finite(force, torque):
-                self._problem(topic, validation.NON_FINITE, recv_ns, refused=False)
-            self._engine.on_wrench(side, stamp_ns, recv_ns, force, torque)
+            problem = intake.feed_wrench(self._engine, self._intake, side, stamp_ns, recv_ns, frame_id, force, torque)
         else:
             stamp_ns, frame_id, position, quat = pose_to_arrays(msg)
-            if not self._check_stamp(side, stream, topic, stamp_ns, recv_ns):
-                return
-            if validation.check_frame(frame_id, self._expected_frames["pose"]):
-                self._refuse(side, stream, topic, validation.FRAME_MISMATCH, recv_ns, f"frame {frame_id!r}")
-                return
-            if validation.has_non_finite(position, quat):
-                self._problem(topic, validation.NON_FINITE, recv_ns, refused=True)
-                self._engine.on_rejected(side, stream, validation.NON_FINITE)
-                return
-            self._engine.on_pose(side, "ee" if stream == "ee_pose" else "object", stamp_ns, recv_ns, position, quat)
+            problem = intake.feed_pose(self._engine, self._intake, side, stream, stamp_ns, recv_ns, frame_id,
+                                       position, quat)
+        if problem is not None:
+            self._problem(topic, problem.reason, recv_ns, refused=problem.refused, detail=problem.detail)
 
     # ------------------------------------------------------------------ output
     def _record_output(self, topic: str, type_name: str, msg: Any, now_ns: int) -> None:

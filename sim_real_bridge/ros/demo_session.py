@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim_real_bridge.core.summary import TruthCollector, build_summary
 from sim_real_bridge.errors import SimRealBridgeError
 
 #: The monitor writes its run summary here (relative to its output_dir) on shutdown.
@@ -50,15 +51,6 @@ def _require_rclpy() -> None:
         ) from None
 
 
-def _truth_from_injections(seen: dict[tuple, dict[str, Any]], elapsed_s: float) -> list[dict[str, Any]]:
-    """Truth entries for every injection that had started by the end of the run."""
-    truth = []
-    for entry in sorted(seen.values(), key=lambda e: (e["start_s"], e["category"], e["kind"])):
-        if entry["start_s"] <= elapsed_s:
-            truth.append({**entry, "end_s": min(entry["end_s"], elapsed_s)})
-    return truth
-
-
 class DemoObserver:
     """An rclpy node that watches the demo: labels, events, summaries, diagnostics."""
 
@@ -71,9 +63,7 @@ class DemoObserver:
         from sim_real_bridge.ros.qos import LATCHED_QOS, OUTPUT_QOS
 
         self.node = node
-        self.injections: dict[tuple, dict[str, Any]] = {}
-        self.active: list[str] = []
-        self.elapsed_s = 0.0
+        self.labels = TruthCollector()
         self.first_command_wall_s: float | None = None
         self.events: dict[str, Any] = {}
         self.summary: Any | None = None
@@ -90,16 +80,17 @@ class DemoObserver:
             self.first_command_wall_s = time.monotonic()
 
     def _on_injections(self, msg: Any) -> None:
-        self.elapsed_s = max(self.elapsed_s, float(msg.elapsed_s))
-        self.active = []
-        for inj in msg.injections:
-            key = (inj.category, inj.kind, round(inj.start_s, 6))
-            self.injections[key] = {
-                "category": inj.category, "kind": inj.kind,
-                "start_s": float(inj.start_s), "end_s": float(inj.end_s),
-            }
-            if inj.active:
-                self.active.append(f"{inj.category}/{inj.kind}")
+        self.labels.add(msg.elapsed_s, msg.injections)
+
+    @property
+    def active(self) -> list[str]:
+        """Injections active now, as category/kind."""
+        return self.labels.active
+
+    @property
+    def elapsed_s(self) -> float:
+        """The stand-in's own count of seconds since the first mirrored command."""
+        return self.labels.elapsed_s
 
     def _on_event(self, msg: Any) -> None:
         self.events[msg.id] = msg
@@ -187,7 +178,6 @@ def run_demo(request: DemoRequest) -> int:
     from rich.console import Console
     from rich.live import Live
 
-    from sim_real_bridge.core.scoring import score_events
     from sim_real_bridge.resources import share_path
     from sim_real_bridge.ros.graph import GraphOptions, demo_graph
     from sim_real_bridge.ros.runner import GraphRunner
@@ -274,26 +264,20 @@ def run_demo(request: DemoRequest) -> int:
         )
     monitor_summary = json.loads(monitor_summary_path.read_text())
     elapsed_s = min(observer.elapsed(), duration_s)
-    truth = _truth_from_injections(observer.injections, elapsed_s)
+    truth = observer.labels.truth(elapsed_s)
     events = monitor_summary.get("events", [])
     for event in events:
         if event.get("snapshot"):
             event["snapshot"] = os.path.relpath(monitor_dir / event["snapshot"], summary_path.parent)
-    scores = score_events(events, truth, duration_s=elapsed_s)
-    summary = {
-        "scenario": scenario.name,
-        "duration_s": round(elapsed_s, 3),
-        "events": events,
-        "truth": truth,
-        "timing": monitor_summary.get("timing", {}),
-        "residuals": monitor_summary.get("residuals", {}),
-        "calibration": monitor_summary.get("calibration", []),
-        "scores": scores,
-        "realtime_factor": min(observer.realtime_factor.values()) if observer.realtime_factor else None,
-        "realtime_factor_by_node": observer.realtime_factor,
-        "rejected": monitor_summary.get("rejected", {}),
-        "exit_codes": exit_codes,
-    }
+    summary = build_summary(
+        monitor_summary, scenario=scenario.name, duration_s=elapsed_s, truth=truth, events=events,
+        extra={
+            "realtime_factor": min(observer.realtime_factor.values()) if observer.realtime_factor else None,
+            "realtime_factor_by_node": observer.realtime_factor,
+            "exit_codes": exit_codes,
+        },
+    )
+    scores = summary["scores"]
     summary_path.parent.mkdir(parents=True, exist_ok=True)
     summary_path.write_text(json.dumps(summary, indent=2))
     console.print(_score_table(scores))
