@@ -3,11 +3,14 @@ GapEvent, DivergenceSummary) and rviz markers.
 
 Writers take a namespace holding the message classes (``sim_real_bridge.msg`` of rclpy,
 or an object with the same attribute names), so this module imports no ROS package and
-serves the live node and offline replay alike.
+serves the live node and offline replay alike. For rosbags, whose message dataclasses
+need every field at construction, :func:`rosbags_namespace` gives such a namespace of
+factories that fill every field with its ROS default first.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -173,7 +176,7 @@ def divergence_markers(viz: Any, record: Any, open_categories: list[str], stamp_
         markers.append(m)
     line = marker(2, viz.Marker.ARROW, "ee_error")
     for position in (record.sim_ee_position_m, record.real_ee_position_m):
-        p = type(line.pose.position)()
+        p = copy.copy(line.pose.position)
         _vector(p, position)
         line.points.append(p)
     line.scale.x, line.scale.y, line.scale.z = 0.005, 0.012, 0.012
@@ -187,3 +190,117 @@ def divergence_markers(viz: Any, record: Any, open_categories: list[str], stamp_
     text.text = f"{label}  |  ee error {1000 * float(record.ee_position_error_norm_m):.1f} mm"
     markers.append(text)
     return viz.MarkerArray(markers=markers)
+
+
+# ------------------------------------------------------------------ rosbags adapters
+_NUMPY_OF = {
+    "bool": np.bool_, "byte": np.uint8, "char": np.uint8, "octet": np.uint8,
+    "int8": np.int8, "uint8": np.uint8, "int16": np.int16, "uint16": np.uint16,
+    "int32": np.int32, "uint32": np.uint32, "int64": np.int64, "uint64": np.uint64,
+    "float32": np.float32, "float64": np.float64,
+}
+
+
+def _base_default(name: str) -> Any:
+    if name == "string" or name == "wstring":
+        return ""
+    if name == "bool":
+        return False
+    if name in ("float32", "float64"):
+        return 0.0
+    return 0
+
+
+_CLASSES: dict[tuple[int, str], type] = {}
+
+
+def _rosbags_class(typestore: Any, msgtype: str) -> type:
+    """The rosbags class of msgtype, subclassed so numeric sequences assigned as lists
+    become the numpy arrays rosbags' serializer needs (rclpy wants lists)."""
+    key = (id(typestore), msgtype)
+    cls = _CLASSES.get(key)
+    if cls is not None:
+        return cls
+    base = typestore.types[msgtype]
+    numeric = {}
+    for name, (node_type, spec) in typestore.fielddefs[msgtype][1]:
+        if int(node_type) in (3, 4) and int(spec[0][0]) == 1 and spec[0][1][0] in _NUMPY_OF:
+            numeric[name] = _NUMPY_OF[spec[0][1][0]]
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:  # noqa: N807
+        dtype = numeric.get(name)
+        if dtype is not None and not isinstance(value, np.ndarray):
+            value = np.asarray(value, dtype=dtype)
+        object.__setattr__(self, name, value)
+
+    cls = type(base.__name__, (base,), {"__setattr__": __setattr__, "__slots__": ()} if hasattr(base, "__slots__")
+               else {"__setattr__": __setattr__})
+    _CLASSES[key] = cls
+    return cls
+
+
+def rosbags_default(typestore: Any, msgtype: str) -> Any:
+    """A rosbags message of ``msgtype`` with every field at its ROS default (zeros, '', [])."""
+    _, field_defs = typestore.fielddefs[msgtype]
+    values = {}
+    for name, (node_type, spec) in field_defs:
+        kind = int(node_type)
+        if kind == 1:  # base type
+            values[name] = _base_default(spec[0])
+        elif kind == 2:  # nested message
+            values[name] = rosbags_default(typestore, spec)
+        else:  # 3 array (fixed length), 4 sequence
+            (elem_kind, elem_spec), length = spec
+            count = int(length) if kind == 3 else 0
+            if int(elem_kind) == 1 and elem_spec[0] in _NUMPY_OF:
+                values[name] = np.zeros(count, dtype=_NUMPY_OF[elem_spec[0]])
+            elif int(elem_kind) == 1:
+                values[name] = [_base_default(elem_spec[0]) for _ in range(count)]
+            else:
+                values[name] = [rosbags_default(typestore, elem_spec) for _ in range(count)]
+    return _rosbags_class(typestore, msgtype)(**values)
+
+
+class _RosbagsFactory:
+    """Callable like an rclpy message class: ``Cls(**fields)``; constants as attributes."""
+
+    def __init__(self, typestore: Any, msgtype: str) -> None:
+        self._typestore = typestore
+        self._msgtype = msgtype
+        for const_name, _, value in typestore.fielddefs[msgtype][0]:
+            setattr(self, const_name, value)
+
+    def __call__(self, **fields: Any) -> Any:
+        msg = rosbags_default(self._typestore, self._msgtype)
+        for name, value in fields.items():
+            setattr(msg, name, value)
+        return msg
+
+
+class _RosbagsNamespace:
+    """Attribute ``X`` is a factory of ``<package>/msg/X`` (like an rclpy ``pkg.msg`` module)."""
+
+    def __init__(self, typestore: Any, package: str) -> None:
+        self._typestore = typestore
+        self._package = package
+
+    def __getattr__(self, name: str) -> _RosbagsFactory:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        msgtype = f"{self._package}/msg/{name}"
+        if msgtype not in self._typestore.types:
+            raise AttributeError(f"no message type {msgtype} in the typestore")
+        factory = _RosbagsFactory(self._typestore, msgtype)
+        setattr(self, name, factory)
+        return factory
+
+
+def rosbags_namespace(typestore: Any, package: str = "sim_real_bridge") -> Any:
+    """A namespace of rosbags message factories for the writers of this module.
+
+    ``rosbags_namespace(store).JointDivergence()`` builds a complete rosbags message
+    (every field at its default), so ``joint_divergence_msg(rosbags_namespace(store), rec)``
+    works as with ``sim_real_bridge.msg``; use ``package="visualization_msgs"`` for
+    markers and ``rosbags_namespace(store, "diagnostic_msgs").KeyValue`` for evidence.
+    """
+    return _RosbagsNamespace(typestore, package)
