@@ -92,3 +92,22 @@ def test_wipe_contact_is_sustained_and_pressing():
     assert np.mean(in_contact) > 0.99
     tool_weight_n = robot.physics.model.body_subtreemass[robot.physics.body_id("tool")] * 9.81
     assert np.percentile(force_z, 5) > 2 * tool_weight_n
+
+
+def test_push_repeats_cycle_after_cycle():
+    robot = SimulatedRobot()
+    cycle = build_cycle("push")
+    travelled = []
+    for _ in range(3):
+        robot.command(cycle)
+        path = []
+        end = robot.time_ns + cycle.duration_ns
+        while robot.time_ns < end:
+            robot.advance(robot.time_ns + 100_000_000)
+            path.append(robot.physics.object_pose()[0][:2])
+        travelled.append(np.sum(np.linalg.norm(np.diff(path, axis=0), axis=1)))
+    # The V-shaped pushers keep the box on the tool's path: the third cycle still pushes
+    # it there and back (0.1 m + 0.2 m from the centre in the first cycle, 0.2 m each
+    # way later).
+    assert travelled[0] > 0.25
+    assert travelled[2] > travelled[0]

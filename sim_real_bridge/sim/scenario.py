@@ -221,7 +221,7 @@ KINDS: dict[str, KindSpec] = {
         "The object loses grip on the table and creeps (a slick or vibrating surface).",
         {
             "friction_scale": _p(0.05, "factor on the object's sliding friction", _number(0.0, 1.0, True)),
-            "drift_speed_m_s": _p(0.03, "creep speed the object approaches, m/s", _number(0.0, 0.5)),
+            "drift_speed_m_s": _p(0.02, "creep speed the object approaches, m/s", _number(0.0, 0.5)),
             "direction": _p((-1.0, 0.0, 0.0), "world-frame creep direction (normalised; z ignored)", _vector3(nonzero=True)),
             "max_force_n": _p(2.0, "largest creep force, N", _number(0.0, 50.0)),
         },

@@ -164,7 +164,7 @@ def _cycle_waypoints(kind: str, home_pos: np.ndarray) -> list[tuple[tuple[float,
         ]
     if kind == "push":
         x = 0.60
-        z_push = TABLE_TOP_Z_M + 0.045
+        z_push = TABLE_TOP_Z_M + 0.025
         z_above = 0.56
         return [
             ((x, -0.22, z_above), 1.5),
