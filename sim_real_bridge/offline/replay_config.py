@@ -1,0 +1,216 @@
+"""Replay settings: topic mapping, input checks and engine parameters, from YAML.
+
+The file uses the live monitor's parameter names, so the monitor's own parameter
+file works as it is. Accepted shapes (all keys optional; defaults match the live
+graph of ``sim-real-bridge demo``):
+
+    sim_topics: {joint_states: /sim/joint_states, wrench: /sim/wrench,
+                 ee_pose: /sim/ee_pose, object_pose: /sim/object_pose,
+                 joint_trajectory: /sim/joint_trajectory}
+    real_topics: {...same streams, /real/...}
+    injections_topic: /reality/injections   # labels for scoring; "" ignores them
+    tick_period_s: 0.02                     # the live node's analysis timer
+    summary_rate_hz: 1.0
+    markers_rate_hz: 10.0
+    pose_frame_id: world
+    max_joints: 64
+    max_future_s: 5.0
+    stamps_on_node_clock: true
+    expected_frames: {wrench: "", pose: ""}
+    window_s: [start, end]                  # optional: seconds from the first message
+    engine: {horizon_s: 0.3, attribution: {...}, ...}   # EngineConfig, flat or nested
+
+or the same parameters under ``<node or /**>: ros__parameters:`` (dotted keys such as
+``sim_topics.wrench`` or ``engine.attribution.human_force_n`` are accepted too). An
+empty topic disables an optional stream; relative topics resolve under ``/``.
+Parameters of the monitor that mean nothing offline (output_dir, snapshots,
+diagnostics, use_sim_time) are ignored; any other unknown key raises ConfigError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sim_real_bridge.core import validation
+from sim_real_bridge.core.engine import EngineConfig
+from sim_real_bridge.core.intake import IntakeConfig
+from sim_real_bridge.errors import ConfigError
+
+SIDES: tuple[str, ...] = ("sim", "real")
+#: Streams of each side and whether replay needs them.
+STREAMS: dict[str, bool] = {
+    "joint_states": True,
+    "wrench": True,
+    "ee_pose": False,
+    "object_pose": False,
+    "joint_trajectory": False,
+}
+#: Monitor parameters that have no meaning offline.
+IGNORED_KEYS: frozenset[str] = frozenset({
+    "output_dir", "diagnostics_period_s", "stale_periods", "snapshot_pre_s", "snapshot_post_s",
+    "snapshot_max_total_mb", "snapshot_label", "use_sim_time",
+})
+
+
+def _default_topics(side: str) -> dict[str, str]:
+    return {stream: f"/{side}/{stream}" for stream in STREAMS}
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """Everything a replay job needs besides its bags (plain data, picklable).
+
+    Attributes:
+        sim_topics, real_topics: stream -> bag topic ("" disables an optional stream).
+        injections_topic: the stand-in's labels; "" ignores them.
+        tick_period_s: analysis tick period on the log-time clock (the live timer).
+        summary_rate_hz, markers_rate_hz: rates of /divergence/summary and markers.
+        pose_frame_id: frame of the poses in PoseDivergence and markers.
+        intake: the input checks of the live node.
+        engine: engine parameters (as EngineConfig.from_dict takes them).
+        window_s: optional (start, end) seconds from the bag's first message.
+    """
+
+    sim_topics: Mapping[str, str] = field(default_factory=lambda: _default_topics("sim"))
+    real_topics: Mapping[str, str] = field(default_factory=lambda: _default_topics("real"))
+    injections_topic: str = "/reality/injections"
+    tick_period_s: float = 0.02
+    summary_rate_hz: float = 1.0
+    markers_rate_hz: float = 10.0
+    pose_frame_id: str = "world"
+    intake: IntakeConfig = field(default_factory=IntakeConfig)
+    engine: Mapping[str, Any] = field(default_factory=dict)
+    window_s: tuple[float, float] | None = None
+
+    def topics(self, side: str) -> Mapping[str, str]:
+        """The stream -> topic map of one side."""
+        return self.sim_topics if side == "sim" else self.real_topics
+
+    def engine_config(self) -> EngineConfig:
+        """The validated EngineConfig."""
+        return EngineConfig.from_dict(dict(self.engine))
+
+
+def _flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and name.split(".")[0] in ("sim_topics", "real_topics", "expected_frames", "engine"):
+            out.update(_flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
+def _resolve(topic: Any, what: str) -> str:
+    if not isinstance(topic, str):
+        raise ConfigError(f"{what} must be a topic name, got {topic!r}")
+    topic = topic.strip()
+    if topic and not topic.startswith("/"):
+        topic = f"/{topic}"
+    return topic
+
+
+def _positive(value: Any, what: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{what} must be a number, got {value!r}") from None
+    if not number > 0:
+        raise ConfigError(f"{what} must be > 0, got {value!r}")
+    return number
+
+
+def replay_config_from_dict(values: Mapping[str, Any], source: str = "<memory>") -> ReplayConfig:
+    """Build a ReplayConfig from the mapping a YAML file holds (see the module docstring).
+
+    Raises:
+        ConfigError: an unknown key, a bad value, or a required stream disabled; the
+            message names the file and key.
+    """
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{source}: expected a mapping at the top, got {type(values).__name__}")
+    sections = [v for v in values.values() if isinstance(v, Mapping) and "ros__parameters" in v]
+    if sections:
+        merged: dict[str, Any] = {}
+        for key, section in values.items():
+            if isinstance(section, Mapping) and "ros__parameters" in section:
+                if key == "/**" or str(key).rstrip("/").split("/")[-1] in ("divergence_monitor", "replay"):
+                    merged.update(_flatten(section["ros__parameters"] or {}))
+        flat = merged
+    else:
+        flat = _flatten(values)
+    topics = {side: _default_topics(side) for side in SIDES}
+    frames = {"wrench": "", "pose": ""}
+    engine: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {}
+    limits: dict[str, Any] = {}
+    stamps_on_node_clock = True
+    for key, value in flat.items():
+        head, _, rest = key.partition(".")
+        if head in ("sim_topics", "real_topics") and rest:
+            if rest not in STREAMS:
+                raise ConfigError(f"{source}: unknown stream {rest!r} in {key}; streams: {', '.join(STREAMS)}")
+            topics[head[:-7]][rest] = _resolve(value, f"{source}: {key}")
+        elif head == "expected_frames" and rest in frames:
+            frames[rest] = "" if value is None else str(value)
+        elif head == "engine" and rest:
+            engine[rest] = value
+        elif key == "injections_topic":
+            kwargs[key] = _resolve(value or "", f"{source}: {key}")
+        elif key in ("tick_period_s", "summary_rate_hz", "markers_rate_hz"):
+            kwargs[key] = _positive(value, f"{source}: {key}")
+        elif key == "pose_frame_id":
+            kwargs[key] = str(value)
+        elif key == "max_joints":
+            limits[key] = int(_positive(value, f"{source}: {key}"))
+        elif key == "max_future_s":
+            limits[key] = _positive(value, f"{source}: {key}")
+        elif key == "stamps_on_node_clock":
+            stamps_on_node_clock = bool(value)
+        elif key == "window_s":
+            try:
+                start, end = (float(v) for v in value)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{source}: window_s must be [start, end] in seconds, got {value!r}") from None
+            if not (0 <= start < end):
+                raise ConfigError(f"{source}: window_s must satisfy 0 <= start < end, got {value!r}")
+            kwargs[key] = (start, end)
+        elif key in IGNORED_KEYS or head in IGNORED_KEYS:
+            continue
+        else:
+            raise ConfigError(f"{source}: unknown replay parameter {key!r}")
+    for side in SIDES:
+        for stream, required in STREAMS.items():
+            if required and not topics[side][stream]:
+                raise ConfigError(f"{source}: {side}_topics.{stream} must name a topic")
+    try:
+        EngineConfig.from_dict(engine)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: engine parameters: {error}") from None
+    intake = IntakeConfig(limits=validation.InputLimits(**limits), stamps_on_node_clock=stamps_on_node_clock,
+                          expected_frames=frames)
+    return ReplayConfig(sim_topics=topics["sim"], real_topics=topics["real"], intake=intake, engine=engine, **kwargs)
+
+
+def load_replay_config(path: Path | str | None) -> ReplayConfig:
+    """Read a replay YAML file; None gives the defaults (the live graph's topics).
+
+    Raises:
+        ConfigError: the file is missing, not YAML, or invalid; the message names it.
+    """
+    if path is None:
+        return ReplayConfig()
+    path = Path(path)
+    try:
+        values = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ConfigError(f"replay config {path}: cannot read: {error.strerror or error}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"replay config {path}: not valid YAML: {error}") from None
+    return replay_config_from_dict(values or {}, source=f"replay config {path}")

@@ -1,0 +1,220 @@
+"""Synthetic recorded bags shaped like a ``demo --record`` recording (tests and benches).
+
+Both robots follow the same smooth 7-joint motion; the real side can lag, carry an
+offset, and be pushed (an external force on its wrist with the matching joint
+deflection). Streams and rates are those of the demo graph: joint_states and wrench
+at 500 Hz, ee_pose and object_pose at 100 Hz per side, mirrored commands on
+``/sim/joint_trajectory`` and ``/real/joint_trajectory``, labels on
+``/reality/injections``. Log time is stamp plus a small transport delay, as the
+recorder writes it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from rosbags.rosbag2 import StoragePlugin, Writer
+
+from sim_real_bridge.capture.typestore import build_typestore
+from sim_real_bridge.conversions.divergence_msgs import rosbags_default
+
+NS_PER_S = 1_000_000_000
+JOINTS: tuple[str, ...] = tuple(f"joint{i}" for i in range(1, 8))
+
+
+@dataclass
+class SyntheticRun:
+    """What to write.
+
+    Attributes:
+        duration_s: recorded time.
+        sides: which sides' robot streams to write.
+        offset_rad: constant position offset of the real joints.
+        delay_s: how far the real motion lags the sim motion.
+        push: (start_s, end_s, force_n) external push on the real wrist, or None.
+        injections: labels published on /reality/injections (category, kind, start_s, end_s).
+        scenario: scenario name in the labels.
+        commands: write the mirrored commands.
+        poses: write ee_pose and object_pose.
+        start_ns: log time of the first message.
+        joint_rate_hz, wrench_rate_hz, pose_rate_hz: stream rates.
+        seed: noise seed.
+    """
+
+    duration_s: float = 6.0
+    sides: tuple[str, ...] = ("sim", "real")
+    offset_rad: float = 0.0
+    delay_s: float = 0.0
+    push: tuple[float, float, float] | None = None
+    injections: list[dict[str, Any]] = field(default_factory=list)
+    scenario: str = "synthetic"
+    commands: bool = True
+    poses: bool = True
+    start_ns: int = 1_700_000_000 * NS_PER_S
+    joint_rate_hz: float = 500.0
+    wrench_rate_hz: float = 500.0
+    pose_rate_hz: float = 100.0
+    seed: int = 0
+
+
+def _motion(t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Joint positions and velocities (k, 7) of the shared motion."""
+    phase = np.arange(len(JOINTS)) * 0.7
+    freq = 0.25 + 0.05 * np.arange(len(JOINTS))
+    q = 0.4 * np.sin(2 * np.pi * freq * t_s[:, None] + phase)
+    qd = 0.4 * 2 * np.pi * freq * np.cos(2 * np.pi * freq * t_s[:, None] + phase)
+    return q, qd
+
+
+def _stamp(types: Any, t_ns: int) -> Any:
+    return types["builtin_interfaces/msg/Time"](sec=int(t_ns // NS_PER_S), nanosec=int(t_ns % NS_PER_S))
+
+
+def messages(run: SyntheticRun) -> list[tuple[str, str, int, Any]]:
+    """Every message of the run as (topic, msgtype, log time ns, rosbags message), by log time."""
+    store = build_typestore()
+    types = store.types
+    rng = np.random.default_rng(run.seed)
+    out: list[tuple[str, str, int, Any]] = []
+    t0 = run.start_ns
+    push = run.push
+
+    def header(t_ns: int, frame: str) -> Any:
+        return types["std_msgs/msg/Header"](stamp=_stamp(types, t_ns), frame_id=frame)
+
+    def pushed(t_s: np.ndarray, side: str) -> np.ndarray:
+        if side != "real" or push is None:
+            return np.zeros_like(t_s)
+        return ((t_s >= push[0]) & (t_s < push[1])).astype(float)
+
+    for side in run.sides:
+        latency_ns = 300_000 if side == "sim" else 700_000
+        delay = run.delay_s if side == "real" else 0.0
+        # joint_states
+        n = int(run.duration_s * run.joint_rate_hz)
+        stamps = t0 + 50_000_000 + (np.arange(n) * NS_PER_S / run.joint_rate_hz).astype(np.int64)
+        t_s = (stamps - t0) * 1e-9
+        q, qd = _motion(t_s - delay)
+        if side == "real":
+            q = q + run.offset_rad + 0.03 * pushed(t_s, side)[:, None] * (np.arange(len(JOINTS)) < 3)
+        q = q + rng.normal(0, 1e-4, q.shape)
+        effort = 2.0 * np.sin(q) + (8.0 * pushed(t_s, side)[:, None] if side == "real" else 0.0)
+        for i in range(n):
+            msg = types["sensor_msgs/msg/JointState"](
+                header=header(int(stamps[i]), ""), name=list(JOINTS), position=q[i], velocity=qd[i], effort=effort[i])
+            out.append((f"/{side}/joint_states", "sensor_msgs/msg/JointState", int(stamps[i]) + latency_ns, msg))
+        # wrench
+        n = int(run.duration_s * run.wrench_rate_hz)
+        stamps = t0 + 50_000_000 + (np.arange(n) * NS_PER_S / run.wrench_rate_hz).astype(np.int64)
+        t_s = (stamps - t0) * 1e-9
+        force = np.tile([0.0, 0.0, -9.0], (n, 1)) + rng.normal(0, 0.05, (n, 3))
+        if push is not None:
+            force[:, 0] += push[2] * pushed(t_s, side)
+        torque = rng.normal(0, 0.01, (n, 3))
+        vec = types["geometry_msgs/msg/Vector3"]
+        for i in range(n):
+            msg = types["geometry_msgs/msg/WrenchStamped"](
+                header=header(int(stamps[i]), "tool0"),
+                wrench=types["geometry_msgs/msg/Wrench"](force=vec(*force[i]), torque=vec(*torque[i])))
+            out.append((f"/{side}/wrench", "geometry_msgs/msg/WrenchStamped", int(stamps[i]) + latency_ns + 20_000, msg))
+        # poses
+        if run.poses:
+            n = int(run.duration_s * run.pose_rate_hz)
+            stamps = t0 + 50_000_000 + (np.arange(n) * NS_PER_S / run.pose_rate_hz).astype(np.int64)
+            t_s = (stamps - t0) * 1e-9
+            qq, _ = _motion(t_s - delay)
+            for which, base in (("ee_pose", np.array([0.4, 0.0, 0.3])), ("object_pose", np.array([0.5, 0.1, 0.02]))):
+                for i in range(n):
+                    p = base + (0.1 * qq[i, :3] if which == "ee_pose" else 0.0)
+                    pose = types["geometry_msgs/msg/Pose"](
+                        position=types["geometry_msgs/msg/Point"](*p),
+                        orientation=types["geometry_msgs/msg/Quaternion"](0.0, 0.0, 0.0, 1.0))
+                    msg = types["geometry_msgs/msg/PoseStamped"](header=header(int(stamps[i]), "world"), pose=pose)
+                    out.append((f"/{side}/{which}", "geometry_msgs/msg/PoseStamped", int(stamps[i]) + latency_ns, msg))
+    if run.commands:
+        for k in range(int(run.duration_s // 2) + 1):
+            t_ns = t0 + k * 2 * NS_PER_S
+            msg = rosbags_default(store, "trajectory_msgs/msg/JointTrajectory")
+            msg.joint_names = list(JOINTS)
+            point = rosbags_default(store, "trajectory_msgs/msg/JointTrajectoryPoint")
+            point.positions = np.zeros(len(JOINTS))
+            point.time_from_start.sec = 2
+            msg.points = [point]
+            for side in ("sim", "real"):
+                out.append((f"/{side}/joint_trajectory", "trajectory_msgs/msg/JointTrajectory", t_ns + 100_000, msg))
+    if run.injections:
+        for k in range(int(run.duration_s * 2)):
+            elapsed = k * 0.5
+            injections = []
+            for inj in run.injections:
+                item = rosbags_default(store, "sim_real_bridge/msg/Injection")
+                item.category, item.kind = inj["category"], inj["kind"]
+                item.start_s, item.end_s = float(inj["start_s"]), float(inj["end_s"])
+                item.active = inj["start_s"] <= elapsed < inj["end_s"]
+                injections.append(item)
+            msg = rosbags_default(store, "sim_real_bridge/msg/InjectionArray")
+            msg.scenario, msg.elapsed_s, msg.injections = run.scenario, elapsed, injections
+            out.append(("/reality/injections", "sim_real_bridge/msg/InjectionArray",
+                        t0 + int(elapsed * NS_PER_S) + 200_000, msg))
+    out.sort(key=lambda item: item[2])
+    return out
+
+
+def _write(path: Path, items: Sequence[tuple[str, str, int, Any]], storage: str,
+           topics: dict[str, str] | None = None) -> None:
+    store = build_typestore()
+    plugin = StoragePlugin.SQLITE3 if storage == "sqlite3" else StoragePlugin.MCAP
+    with Writer(path, version=9, storage_plugin=plugin) as writer:
+        conns = {}
+        for topic, msgtype in (topics or {t: m for t, m, _, _ in items}).items():
+            conns[topic] = writer.add_connection(topic, msgtype, typestore=store)
+        for topic, msgtype, log_ns, msg in items:
+            writer.write(conns[topic], log_ns, store.serialize_cdr(msg, msgtype))
+
+
+def write_synthetic_bag(path: Path | str, run: SyntheticRun | None = None, storage: str = "mcap",
+                        split_at_s: float | None = None) -> Path:
+    """Write one rosbag2 bag directory (``storage`` "mcap" or "sqlite3").
+
+    With ``split_at_s`` the bag is split into two files at that log time, as
+    ``ros2 bag record --max-bag-duration`` does (one metadata.yaml listing both).
+    """
+    path = Path(path)
+    run = run or SyntheticRun()
+    items = messages(run)
+    topics = {t: m for t, m, _, _ in items}
+    if split_at_s is None:
+        _write(path, items, storage, topics)
+        return path
+    cut = run.start_ns + int(split_at_s * NS_PER_S)
+    first = [i for i in items if i[2] < cut]
+    second = [i for i in items if i[2] >= cut]
+    part = path.with_name(f".{path.name}.part2")
+    _write(path, first, storage, topics)
+    _write(part, second, storage, topics)
+    meta_path = path / "metadata.yaml"
+    meta = yaml.safe_load(meta_path.read_text())
+    meta2 = yaml.safe_load((part / "metadata.yaml").read_text())
+    info, info2 = meta["rosbag2_bagfile_information"], meta2["rosbag2_bagfile_information"]
+    suffix = ".db3" if storage == "sqlite3" else ".mcap"
+    name2 = f"{path.name}_1{suffix}"
+    shutil.move(str(part / info2["relative_file_paths"][0]), str(path / name2))
+    shutil.rmtree(part)
+    info["relative_file_paths"].append(name2)
+    for entry in info2.get("files", []):
+        info.setdefault("files", []).append({**entry, "path": name2})
+    end = max(info["starting_time"]["nanoseconds_since_epoch"] + info["duration"]["nanoseconds"],
+              info2["starting_time"]["nanoseconds_since_epoch"] + info2["duration"]["nanoseconds"])
+    info["duration"]["nanoseconds"] = end - info["starting_time"]["nanoseconds_since_epoch"]
+    info["message_count"] += info2["message_count"]
+    counts2 = {t["topic_metadata"]["name"]: t["message_count"] for t in info2["topics_with_message_count"]}
+    for entry in info["topics_with_message_count"]:
+        entry["message_count"] += counts2.get(entry["topic_metadata"]["name"], 0)
+    meta_path.write_text(yaml.safe_dump(meta, sort_keys=False))
+    return path
