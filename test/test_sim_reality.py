@@ -102,7 +102,7 @@ PHYSICAL_CASES = {
     "object_mass": ("push", [("object_pose", "position", 3e-4), ("wrench", "force", 0.5)], []),
     "push": ("reach", [("joint_states", "position", 1e-3), ("joint_states", "effort", 1.0)], ["object_pose"]),
     "hold": ("reach", [("joint_states", "position", 2e-3), ("joint_states", "effort", 2.0)], ["object_pose"]),
-    "object_slip": ("reach", [("object_pose", "position", 0.01)], ["joint_states", "wrench", "ee_pose"]),
+    "object_slip": ("reach", [("object_pose", "position", 3e-3)], ["joint_states", "wrench", "ee_pose"]),
     "obstacle": ("wipe", [("joint_states", "position", 2e-3), ("wrench", "force", 1.0)], []),
     "joint_stall": ("reach", [("joint_states", "position", 5e-3), ("ee_pose", "position", 5e-3)], ["object_pose"]),
 }
