@@ -73,11 +73,15 @@ class AttributionConfig:
             obstacle.
         blocked_speed_ratio: real tip speed below this fraction of the sim's = blocked.
         stall_min_s: a joint stalled this long is a stalled joint.
-        object_error_m: object position error (real vs sim) for unauthored/object_slip.
-        object_tool_error_m: the real object must be this much further from the real tool
-            than the sim object from the sim tool (a slip, not a tracking offset).
+        object_error_m: object position error (real vs sim) needed for object_slip.
+        object_slip_speed_m_s: growth rate of the object error, with the sim in free
+            space (nothing modelled touches the object), that is a slip.
         unexplained_residual_rad: residual the fit cannot explain that is unauthored.
         unexplained_min_s: how long the unexplained residual must persist.
+        sensor_recovery_s: residual-based categories stay suppressed this long after an
+            untrusted stream recovers (smoothing and fit windows still hold bad data).
+        unauthored_linger_s: human or dynamics evidence within this long after an
+            unauthored one is attributed to the same unauthored cause (its tail).
         sensor_suppresses: whether an untrusted real stream suppresses other categories.
     """
 
@@ -100,11 +104,13 @@ class AttributionConfig:
     payload_vertical_cos: float = 0.9
     obstacle_ee_error_m: float = 0.012
     blocked_speed_ratio: float = 0.3
-    stall_min_s: float = 0.3
-    object_error_m: float = 0.03
-    object_tool_error_m: float = 0.02
+    stall_min_s: float = 0.2
+    object_error_m: float = 0.005
+    object_slip_speed_m_s: float = 0.008
     unexplained_residual_rad: float = 0.05
     unexplained_min_s: float = 1.0
+    sensor_recovery_s: float = 1.0
+    unauthored_linger_s: float = 1.0
     sensor_suppresses: bool = True
 
     def validate(self) -> None:
@@ -172,12 +178,16 @@ class TickFeatures:
     ee_error_m: float = float("nan")
     object_error_m: float = float("nan")
     object_tool_error_m: float = float("nan")
+    object_error_speed_m_s: float = float("nan")
     stalled_joints: tuple[str, ...] = ()
     stall_s: float = 0.0
     fit: DelayFit | None = None
     unexplained_s: float = 0.0
     command_age_s: float = float("inf")
     sensor_flags: list[HealthFlag] = field(default_factory=list)
+    since_untrusted_s: float = float("inf")
+    since_active_s: dict[str, float] = field(default_factory=dict)
+    last_kind: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -215,7 +225,8 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
         scores["sensor"] = max(cfg.active_score, min(1.0, 0.5 + 0.5 * worst.severity))
         kinds["sensor"] = worst.name
         evidence["sensor"] = {"flag": worst.name, **worst.evidence}
-    suppressed = untrusted and cfg.sensor_suppresses
+    recovering = f.since_untrusted_s < cfg.sensor_recovery_s
+    suppressed = (untrusted or recovering) and cfg.sensor_suppresses
 
     if not suppressed:
         speed_sim = float(np.linalg.norm(f.sim_tip_velocity_m_s))
@@ -240,10 +251,12 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             if speed_sim > 1e-6 and ext_n > 1e-9:
                 cos = float(np.dot(ext, -np.asarray(f.sim_tip_velocity_m_s)) / (ext_n * speed_sim))
             evidence["unauthored"] = {**ev_common, "force_vs_motion_cos": f"{cos:.2f}"}
-        elif f.wrench_valid and ext_n >= cfg.ft_unfelt_force_n and not felt and f.joints_valid:
+        elif f.wrench_valid and not felt and f.joints_valid and ext_n >= (
+                cfg.ft_unfelt_force_n if free else cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n):
             # the wrist sensor reports a force the joints do not feel: sensor bias
-            scores["sensor"] = max(scores["sensor"], _ramp(ext_n, cfg.ft_unfelt_force_n))
-            if scores["sensor"] == _ramp(ext_n, cfg.ft_unfelt_force_n):
+            s = max(cfg.active_score, _ramp(ext_n, cfg.ft_unfelt_force_n))
+            if s > scores["sensor"]:
+                scores["sensor"] = s
                 kinds["sensor"] = "ft_bias_drift"
                 evidence["sensor"] = dict(ev_common)
         elif f.wrench_valid and not free:
@@ -276,16 +289,18 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             scores["unauthored"] = min(1.0, 0.5 + f.stall_s)
             kinds["unauthored"] = "joint_stall"
             evidence["unauthored"] = {"stalled": ",".join(f.stalled_joints), "stall_s": f"{f.stall_s:.2f}"}
-        if np.isfinite(f.object_error_m) and np.isfinite(f.object_tool_error_m) and scores["unauthored"] < cfg.active_score:
-            if f.object_error_m > cfg.object_error_m and f.object_tool_error_m > cfg.object_tool_error_m:
-                scores["unauthored"] = _ramp(f.object_error_m, cfg.object_error_m)
-                kinds["unauthored"] = "object_slip"
-                evidence["unauthored"] = {"object_error_m": f"{f.object_error_m:.3f}",
-                                          "object_tool_error_m": f"{f.object_tool_error_m:.3f}"}
+        if (np.isfinite(f.object_error_m) and np.isfinite(f.object_error_speed_m_s) and free
+                and scores["unauthored"] < cfg.active_score and f.object_error_m >= cfg.object_error_m
+                and f.object_error_speed_m_s >= cfg.object_slip_speed_m_s):
+            # the real object moves away from the sim's while nothing the sim models touches it
+            scores["unauthored"] = _ramp(f.object_error_speed_m_s, cfg.object_slip_speed_m_s)
+            kinds["unauthored"] = "object_slip"
+            evidence["unauthored"] = {"object_error_m": f"{f.object_error_m:.3f}",
+                                      "object_error_speed_m_s": f"{f.object_error_speed_m_s:.3f}"}
 
         # 5. dynamics: free-space residual of the actuation (not a stiff external load)
         taken = max(scores["human"], scores["unauthored"], scores["contact"], scores["dynamics"]) >= cfg.active_score
-        if f.joints_valid and f.fit is not None and free and not taken:
+        if f.joints_valid and f.fit is not None and free and not taken and not f.stalled_joints:
             fit = f.fit
             if f.joint_residual_rad > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained:
                 scores["dynamics"] = _ramp(f.joint_residual_rad, cfg.dynamics_residual_rad)
@@ -303,6 +318,18 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
                 scores["unauthored"] = _ramp(f.joint_residual_rad, cfg.unexplained_residual_rad)
                 kinds["unauthored"] = "unexplained"
                 evidence["unauthored"] = {**ev_common, "fit_explained": f"{fit.explained:.2f}"}
+
+    # An unauthored divergence (obstacle, stall) leaves the arm loaded or displaced for a
+    # while after its evidence fades; that tail is still the unauthored cause.
+    since_unauthored = f.since_active_s.get("unauthored", float("inf"))
+    if (scores["unauthored"] < cfg.active_score and since_unauthored <= cfg.unauthored_linger_s
+            and not suppressed):
+        tail = max(scores["human"], scores["dynamics"])
+        if tail >= cfg.active_score:
+            scores["unauthored"] = tail
+            scores["human"] = scores["dynamics"] = 0.0
+            kinds["unauthored"] = f.last_kind.get("unauthored", "")
+            evidence["unauthored"] = {"after_unauthored_s": f"{since_unauthored:.2f}"}
 
     active = {
         c: (round(float(scores[c]), 6), kinds.get(c, ""), evidence.get(c, {}))

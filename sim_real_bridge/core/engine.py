@@ -30,7 +30,7 @@ the same period as the live node, so replay gives the live run's events.
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -96,6 +96,7 @@ class EngineConfig:
         stall_speed_rad_s: a real joint slower than this ...
         stall_sim_speed_rad_s: ... while its sim twin is faster than this is stalling.
         tip_velocity_window_s: window of the finite-difference tip velocity.
+        object_velocity_window_s: window of the growth rate of the object pose error.
         bias_tau_s: time constant of the F/T bias estimate.
         bias_threshold_n: bias change that raises ft_bias_drift.
         bias_quiet_residual_rad: joint residual below which the arm counts as unloaded
@@ -133,6 +134,7 @@ class EngineConfig:
     stall_speed_rad_s: float = 0.02
     stall_sim_speed_rad_s: float = 0.1
     tip_velocity_window_s: float = 0.1
+    object_velocity_window_s: float = 0.3
     bias_tau_s: float = 0.5
     bias_threshold_n: float = 1.5
     bias_quiet_residual_rad: float = 0.01
@@ -476,6 +478,10 @@ class DivergenceEngine:
         self._sim_contact_last_ns: int | None = None
         self._stall_s: np.ndarray | None = None
         self._unexplained_s = 0.0
+        self._last_untrusted_ns: int | None = None
+        self._obj_hist: deque = deque()
+        self._last_active_ns: dict[str, int] = {}
+        self._last_kind: dict[str, str] = {}
         self._fit: DelayFit | None = None
         self._last_fit_ns: int | None = None
         self._fit_delays: list[float] = []
@@ -708,6 +714,20 @@ class DivergenceEngine:
             t - self._sim_contact_last_ns <= cfg.attribution.contact_recent_s * 1e9
         )
 
+        # object creeping away from where the sim has it (relative velocity of the error)
+        obj_speed = float("nan")
+        if np.isfinite(obj_err):
+            err_vec = obj["real"][:3] - obj["sim"][:3]
+            self._obj_hist.append((t, err_vec))
+            lag_ns = int(cfg.object_velocity_window_s * 1e9)
+            while len(self._obj_hist) > 1 and self._obj_hist[1][0] <= t - lag_ns:
+                self._obj_hist.popleft()
+            t_old, e_old = self._obj_hist[0]
+            if t - t_old >= lag_ns // 2:
+                obj_speed = float(np.linalg.norm(err_vec - e_old)) / ((t - t_old) * 1e-9)
+        else:
+            self._obj_hist.clear()
+
         # smoothed residual magnitudes
         if joints_valid:
             self._res_sq = self._smooth(self._res_sq, q_res ** 2, dt_s)
@@ -741,8 +761,9 @@ class DivergenceEngine:
             qd_sim = sim_row[j:2 * j]
             qd_real = real_row[j:2 * j]
             stalling = (np.abs(qd_real) < cfg.stall_speed_rad_s) & (np.abs(qd_sim) > cfg.stall_sim_speed_rad_s)
-            decay = (np.abs(q_res) > cfg.attribution.dynamics_residual_rad)
-            self._stall_s = np.where(stalling, self._stall_s + dt_s, np.where(decay, self._stall_s, 0.0))
+            # A stalled joint stays stalled until it moves again (the sim may pass by it).
+            latched = (self._stall_s >= cfg.attribution.stall_min_s) & (np.abs(qd_real) < 2 * cfg.stall_speed_rad_s)
+            self._stall_s = np.where(stalling | latched, self._stall_s + dt_s, 0.0)
             names = self.joint_names or ()
             stalled = tuple(names[i] for i in range(j) if self._stall_s[i] > 0)
         stall_s = float(np.max(self._stall_s)) if self._stall_s is not None and stalled else 0.0
@@ -770,6 +791,9 @@ class DivergenceEngine:
                     fl.evidence = {"stream": f"real/{topic}", **fl.evidence}
                 flags.append(fl)
 
+        if any(fl.active and fl.name in ("dropout", "nonfinite", "frozen", "stamp_jitter") for fl in flags):
+            self._last_untrusted_ns = t
+        since_untrusted = (t - self._last_untrusted_ns) * 1e-9 if self._last_untrusted_ns is not None else float("inf")
         cmd_age = (t - self._last_command_ns) * 1e-9 if self._last_command_ns is not None else float("inf")
         feats = TickFeatures(
             t_ns=t,
@@ -791,15 +815,22 @@ class DivergenceEngine:
             ee_error_m=ee_err_norm,
             object_error_m=obj_err,
             object_tool_error_m=obj_tool_err,
+            object_error_speed_m_s=obj_speed,
             stalled_joints=stalled,
             stall_s=stall_s,
             fit=self._fit,
             unexplained_s=self._unexplained_s,
             command_age_s=cmd_age,
             sensor_flags=flags,
+            since_untrusted_s=since_untrusted,
         )
+        feats.since_active_s = {c: (t - ns) * 1e-9 for c, ns in self._last_active_ns.items()}
+        feats.last_kind = dict(self._last_kind)
         verdict = attribute(feats, cfg.attribution)
         self._last_attribution_top = verdict.top
+        for c, (_, kind, _) in verdict.active.items():
+            self._last_active_ns[c] = t
+            self._last_kind[c] = kind
         for rec in self._events.update(t, verdict.active):
             if rec.action == ACTION_OPEN:
                 self._ledger.count_event(rec.category)

@@ -24,18 +24,24 @@ class EventConfig:
         gap_tolerance_s: while an event is pending (not yet open), inactivity shorter than
             this does not restart the min_duration clock.
         update_period_s: minimum spacing of "update" records of one open event.
+        min_duration_by_category: per-category overrides of min_duration_s (a human
+            load needs a little longer: an obstacle first touching a link looks the same).
     """
 
     min_duration_s: float = 0.2
     heal_s: float = 1.0
     gap_tolerance_s: float = 0.1
     update_period_s: float = 1.0
+    min_duration_by_category: dict[str, float] = field(default_factory=lambda: {"human": 0.3})
 
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid field."""
         for name in ("min_duration_s", "heal_s", "gap_tolerance_s", "update_period_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"EventConfig.{name} must be >= 0, got {getattr(self, name)}")
+        for category, value in self.min_duration_by_category.items():
+            if not value >= 0:
+                raise ConfigError(f"EventConfig.min_duration_by_category[{category!r}] must be >= 0, got {value}")
 
 
 @dataclass
@@ -133,7 +139,8 @@ class EventTracker:
                     if severity >= st.severity:
                         st.evidence = dict(evidence)
                     st.severity = max(st.severity, severity)
-                    if t_ns - st.pending_since_ns >= cfg.min_duration_s * 1e9:
+                    min_s = cfg.min_duration_by_category.get(category, cfg.min_duration_s)
+                    if t_ns - st.pending_since_ns >= min_s * 1e9:
                         self._seq += 1
                         st.event_id = f"{self.id_prefix}{self._seq:04d}-{category}"
                         st.start_ns = st.pending_since_ns

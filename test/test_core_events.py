@@ -1,0 +1,135 @@
+"""EventTracker: debouncing, healing, one open event per category, records."""
+
+from __future__ import annotations
+
+import pytest
+
+from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, ACTION_UPDATE, EventConfig, EventTracker
+from sim_real_bridge.errors import ConfigError
+
+MS = 1_000_000
+
+
+def run(tracker: EventTracker, activity: list[tuple[int, dict]]) -> list:
+    out = []
+    for t_ms, active in activity:
+        out += tracker.update(t_ms * MS, active)
+    return out
+
+
+def act(cat: str = "dynamics", sev: float = 0.7, kind: str = "latency") -> dict:
+    return {cat: (sev, kind, {"k": "v"})}
+
+
+def config(**kw) -> EventConfig:
+    base = dict(min_duration_s=0.2, heal_s=1.0, gap_tolerance_s=0.1, update_period_s=10.0,
+                min_duration_by_category={})
+    base.update(kw)
+    return EventConfig(**base)
+
+
+def test_short_activity_never_opens() -> None:
+    tracker = EventTracker(config())
+    recs = run(tracker, [(t, act()) for t in range(0, 180, 20)] + [(t, {}) for t in range(200, 3000, 20)])
+    assert recs == []
+    assert tracker.event_count == 0
+
+
+def test_open_is_backdated_and_close_after_healing() -> None:
+    tracker = EventTracker(config())
+    timeline = [(t, act()) for t in range(1000, 3000, 20)] + [(t, {}) for t in range(3000, 4500, 20)]
+    recs = run(tracker, timeline)
+    assert [r.action for r in recs] == [ACTION_OPEN, ACTION_CLOSE]
+    opened, closed = recs
+    assert opened.start_ns == 1000 * MS and opened.end_ns == 1200 * MS and opened.open
+    assert closed.id == opened.id and not closed.open
+    assert closed.start_ns == 1000 * MS and closed.end_ns == 2980 * MS  # last active time
+    assert closed.category == "dynamics" and closed.kind == "latency" and closed.evidence == {"k": "v"}
+    assert tracker.closed == [closed]
+
+
+def test_close_happens_exactly_at_heal_time() -> None:
+    tracker = EventTracker(config(heal_s=0.5))
+    run(tracker, [(t, act()) for t in range(0, 400, 20)])
+    assert tracker.update(879 * MS, {}) == []  # last active 380 ms: heals at 880 ms
+    recs = tracker.update(880 * MS, {})
+    assert [r.action for r in recs] == [ACTION_CLOSE]
+
+
+def test_brief_dropout_of_activity_does_not_split_an_event() -> None:
+    tracker = EventTracker(config())
+    timeline = [(t, act()) for t in range(0, 1000, 20)] + [(t, {}) for t in range(1000, 1500, 20)]
+    timeline += [(t, act()) for t in range(1500, 2000, 20)] + [(t, {}) for t in range(2000, 4000, 20)]
+    recs = run(tracker, timeline)
+    assert [r.action for r in recs] == [ACTION_OPEN, ACTION_CLOSE]
+    assert recs[1].end_ns == 1980 * MS
+
+
+def test_gap_tolerance_while_pending() -> None:
+    tracker = EventTracker(config(min_duration_s=0.3, gap_tolerance_s=0.1))
+    timeline = [(0, act()), (100, act()), (160, {}), (200, act()), (300, act())]
+    recs = run(tracker, timeline)
+    assert [r.action for r in recs] == [ACTION_OPEN]
+    assert recs[0].start_ns == 0
+    tracker2 = EventTracker(config(min_duration_s=0.3, gap_tolerance_s=0.05))
+    recs2 = run(tracker2, timeline)
+    assert recs2 == []  # the 100 ms gap restarted the clock
+
+
+def test_one_open_event_per_category_and_independent_categories() -> None:
+    tracker = EventTracker(config())
+    both = {**act("dynamics"), **act("sensor", 0.9, "dropout")}
+    recs = run(tracker, [(t, both) for t in range(0, 1000, 20)])
+    assert sorted(r.category for r in recs) == ["dynamics", "sensor"]
+    assert len({r.id for r in recs}) == 2
+    assert sorted(tracker.open_categories()) == ["dynamics", "sensor"]
+    closes = tracker.finish()
+    assert [r.action for r in closes] == [ACTION_CLOSE, ACTION_CLOSE]
+    assert tracker.open_categories() == []
+
+
+def test_severity_is_the_maximum_and_kind_the_most_frequent() -> None:
+    tracker = EventTracker(config())
+    timeline = [(t, act(sev=0.6, kind="gain")) for t in range(0, 600, 20)]
+    timeline += [(t, act(sev=0.95, kind="latency")) for t in range(600, 700, 20)]
+    timeline += [(t, {}) for t in range(700, 2000, 20)]
+    recs = run(tracker, timeline)
+    assert recs[-1].severity == pytest.approx(0.95) and recs[-1].kind == "gain"
+
+
+def test_update_records_are_rate_limited() -> None:
+    tracker = EventTracker(config(update_period_s=0.5))
+    recs = run(tracker, [(t, act()) for t in range(0, 2000, 20)])
+    updates = [r for r in recs if r.action == ACTION_UPDATE]
+    assert [r.end_ns // MS for r in updates] == [700, 1200, 1700]
+
+
+def test_per_category_min_duration() -> None:
+    tracker = EventTracker(config(min_duration_by_category={"human": 0.5}))
+    both = {**act("human"), **act("contact")}
+    recs = run(tracker, [(t, both) for t in range(0, 400, 20)])
+    assert [r.category for r in recs] == ["contact"]
+
+
+def test_ids_are_unique_across_reopening() -> None:
+    tracker = EventTracker(config(), id_prefix="run7-")
+    timeline = []
+    for start in (0, 5000, 10000):
+        timeline += [(t, act()) for t in range(start, start + 500, 20)]
+        timeline += [(t, {}) for t in range(start + 500, start + 3000, 20)]
+    recs = run(tracker, timeline)
+    ids = [r.id for r in recs if r.action == ACTION_OPEN]
+    assert len(ids) == 3 and len(set(ids)) == 3 and all(i.startswith("run7-") for i in ids)
+
+
+def test_errors() -> None:
+    tracker = EventTracker(config())
+    tracker.update(1000, {})
+    with pytest.raises(ConfigError, match="time went backwards"):
+        tracker.update(999, {})
+    with pytest.raises(ConfigError, match="severity of dynamics must be in 0..1"):
+        tracker.update(2000, act(sev=1.5))
+    with pytest.raises(ConfigError, match="EventConfig.heal_s must be >= 0"):
+        EventTracker(EventConfig(heal_s=-1.0))
+    with pytest.raises(ConfigError, match=r"min_duration_by_category\['human'\]"):
+        EventTracker(EventConfig(min_duration_by_category={"human": -0.1}))

@@ -1,0 +1,106 @@
+"""Stream health detectors: dropout, nonfinite, frozen, stamp jitter, saturation, F/T bias."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim_real_bridge.core.features import BiasDriftTracker, FeatureConfig, StreamHealth
+from sim_real_bridge.errors import ConfigError
+
+MS = 1_000_000
+PERIOD = 2 * MS
+
+
+def feed(health: StreamHealth, n: int, start_k: int = 0, values=None, stamp_noise_ns=None, skip=()) -> None:
+    rng = np.random.default_rng(0)
+    for k in range(start_k, start_k + n):
+        if k in skip:
+            continue
+        t = k * PERIOD
+        stamp = t + (int(stamp_noise_ns(rng)) if stamp_noise_ns else 0)
+        v = values(k) if values else np.array([np.sin(0.01 * k), np.cos(0.01 * k), 0.1 * k])
+        health.add(stamp, t + MS, t, v)
+
+
+def flag(health: StreamHealth, name: str, t_ns: int, **kw):
+    return {f.name: f for f in health.flags(t_ns, **kw)}[name]
+
+
+def test_healthy_stream_raises_nothing() -> None:
+    h = StreamHealth(FeatureConfig(), "real/joint_states")
+    feed(h, 500)
+    assert h.period_s == pytest.approx(0.002)
+    assert not any(f.active for f in h.flags(499 * PERIOD, other_moving=True, other_delay_std_s=0.0))
+
+
+def test_dropout_in_the_past_and_open_gap() -> None:
+    h = StreamHealth(FeatureConfig(dropout_periods=5), "s")
+    feed(h, 600, skip=range(200, 400))
+    f = flag(h, "dropout", 300 * PERIOD)
+    assert f.active and 0 < f.severity <= 1 and f.evidence["gap_s"] == "0.402"
+    assert not flag(h, "dropout", 550 * PERIOD).active
+    # nothing after sample 599: an open gap once 5 periods have passed
+    assert not flag(h, "dropout", 602 * PERIOD).active
+    assert flag(h, "dropout", 610 * PERIOD).active
+
+
+def test_nonfinite_marks_nearby_times_only() -> None:
+    h = StreamHealth(FeatureConfig(flag_hold_s=0.05), "s")
+    feed(h, 400, values=lambda k: np.array([np.nan if 100 <= k < 110 else 1.0 * k, 2.0]))
+    assert flag(h, "nonfinite", 105 * PERIOD).active
+    assert not flag(h, "nonfinite", 300 * PERIOD).active
+
+
+def test_frozen_needs_identical_samples_and_a_moving_other_side() -> None:
+    h = StreamHealth(FeatureConfig(frozen_samples=8), "s")
+    feed(h, 300, values=lambda k: np.array([min(k, 150) * 0.01, 1.0]))
+    assert flag(h, "frozen", 200 * PERIOD, other_moving=True).active
+    assert not flag(h, "frozen", 200 * PERIOD, other_moving=False).active
+    assert not flag(h, "frozen", 100 * PERIOD, other_moving=True).active
+
+
+def test_stamp_jitter_from_interval_dispersion() -> None:
+    h = StreamHealth(FeatureConfig(), "s")
+    feed(h, 400, stamp_noise_ns=lambda rng: rng.normal(0, 4 * MS))
+    f = flag(h, "stamp_jitter", 399 * PERIOD, other_delay_std_s=0.0003)
+    assert f.active and float(f.evidence["interval_mad_over_period"]) > 0.25
+
+
+def test_saturation_one_component_pinned() -> None:
+    h = StreamHealth(FeatureConfig(saturation_samples=10), "s")
+    feed(h, 200, values=lambda k: np.array([min(0.5 * k, 40.0), np.sin(0.1 * k)]))
+    assert flag(h, "saturation", 190 * PERIOD).active
+    assert not flag(h, "saturation", 20 * PERIOD).active
+
+
+def test_reset_stamps_forgets_interval_history() -> None:
+    h = StreamHealth(FeatureConfig(), "s")
+    feed(h, 100)
+    h.reset_stamps()
+    assert h.delay_std_s is None
+    feed(h, 50, start_k=100)
+    assert h.delay_std_s == pytest.approx(0.0)
+
+
+def test_bias_drift_tracker() -> None:
+    tracker = BiasDriftTracker(tau_s=0.2, threshold_n=1.0, full_scale_n=4.0)
+    for k in range(200):  # 4 s at 50 Hz, quiet and unbiased
+        tracker.update(k * 20 * MS, np.zeros(3), True)
+    assert not tracker.flag().active
+    for k in range(200, 400):
+        tracker.update(k * 20 * MS, np.array([0.0, 0.0, 3.0]), True)
+    f = tracker.flag()
+    assert f.active and f.severity == pytest.approx(0.75, abs=0.01)
+    before = tracker.bias_n.copy()
+    tracker.update(400 * 20 * MS, np.array([50.0, 0, 0]), False)  # not quiet: ignored
+    assert np.array_equal(tracker.bias_n, before)
+
+
+def test_config_errors() -> None:
+    with pytest.raises(ConfigError, match="FeatureConfig.dropout_periods must be > 0"):
+        StreamHealth(FeatureConfig(dropout_periods=0))
+    with pytest.raises(ConfigError, match="FeatureConfig.frozen_samples must be >= 2"):
+        StreamHealth(FeatureConfig(frozen_samples=1))
+    with pytest.raises(ConfigError, match="BiasDriftTracker needs"):
+        BiasDriftTracker(tau_s=0.0)
