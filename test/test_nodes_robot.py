@@ -210,3 +210,56 @@ def test_task_player_sends_the_program(ros):
     assert data.points[0].velocities is not None
     assert data.duration_ns == player.program.segments[0][1].duration_ns
     assert player.finished
+
+
+def test_nominal_standin_agrees_with_the_simulator_over_ros(ros):
+    """Tolerance: same commands, nominal scenario: final joint positions agree to 1e-3 rad."""
+    sim = ros.add(SimRobotNode(namespace="/sim", context=ros.context))
+    real = ros.add(
+        RealityStandinNode(
+            namespace="/real", context=ros.context, parameter_overrides=[Parameter("scenario", value="nominal")]
+        )
+    )
+    helper = ros.helper("probe")
+    sim_joints = collect(helper, JointState, "/sim/joint_states")
+    real_joints = collect(helper, JointState, "/real/joint_states")
+    to_sim = helper.create_publisher(JointTrajectory, "/sim/sim_robot/joint_trajectory", COMMAND_QOS)
+    to_real = helper.create_publisher(JointTrajectory, "/real/reality_standin/joint_trajectory", COMMAND_QOS)
+    ros.spin_until(
+        lambda: sim_joints and real_joints and to_sim.get_subscription_count() and to_real.get_subscription_count(),
+        "both robots",
+    )
+    target = ArmPhysics().home_q_rad + np.array([0.3, -0.2, 0.2, -0.3, 0.2, 0.2, 0.3])
+    command = trajectory_msg(target)
+    to_sim.publish(command)
+    to_real.publish(command)
+
+    def settled() -> bool:
+        return all(
+            j and np.allclose(j[-1].position, target, atol=2e-3) and np.allclose(j[-1].velocity, 0.0, atol=1e-3)
+            for j in (sim_joints, real_joints)
+        )
+
+    ros.spin_until(settled, "both arms to settle at the target")
+    np.testing.assert_allclose(real_joints[-1].position, sim_joints[-1].position, atol=1e-3)
+    assert real.robot.reality.active_injections(real.robot.elapsed_ns) == []
+    assert sim.robot.first_command_ns is not None
+
+
+def test_standin_follows_the_simulators_clock(ros):
+    clock_source = ros.add(
+        SimRobotNode(namespace="/sim", context=ros.context, parameter_overrides=[Parameter("use_sim_time", value=True)])
+    )
+    follower = ros.add(
+        RealityStandinNode(
+            namespace="/real", context=ros.context, parameter_overrides=[Parameter("use_sim_time", value=True)]
+        )
+    )
+    helper = ros.helper("probe")
+    real_joints = collect(helper, JointState, "/real/joint_states")
+    ros.spin_until(lambda: len(real_joints) > 50, "the stand-in on sim time")
+    # Both run on the simulator's timeline: the stand-in's stamps are sim time, which
+    # started at 0, not wall-clock time.
+    last = robot_msgs.stamp_to_ns(real_joints[-1].header.stamp)
+    assert 0 < last <= clock_source.ros_now_ns() + 50_000_000
+    assert follower.robot.time_ns > 0
