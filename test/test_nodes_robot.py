@@ -55,6 +55,10 @@ def ros():
                     raise AssertionError(f"timed out waiting for {what}")
                 executor.spin_once(timeout_sec=0.01)
 
+        def spin_some(self, count: int) -> None:
+            for _ in range(count):
+                executor.spin_once(timeout_sec=0.01)
+
     ros = Ros()
     ros.context = context
     yield ros
@@ -197,6 +201,7 @@ def test_task_player_sends_the_program(ros):
                 Parameter("task", value="wipe"),
                 Parameter("duration_s", value=5.0),
                 Parameter("start_delay_s", value=0.0),
+                Parameter("wait_for_nodes", value=["probe"]),
             ],
         )
     )
@@ -210,6 +215,15 @@ def test_task_player_sends_the_program(ros):
     assert data.points[0].velocities is not None
     assert data.duration_ns == player.program.segments[0][1].duration_ns
     assert player.finished
+
+
+def test_task_player_waits_for_the_mirror(ros):
+    player = ros.add(TaskPlayerNode(context=ros.context, parameter_overrides=[Parameter("start_delay_s", value=0.0)]))
+    helper = ros.helper("probe")  # subscribes, but is not the command mirror
+    received = collect(helper, JointTrajectory, "/bridge/joint_trajectory", COMMAND_QOS)
+    ros.spin_until(lambda: player._publisher.get_subscription_count() > 0, "the probe to match")
+    ros.spin_some(300)  # well past start_delay_s = 0: the player's 5 ms timer ran many times
+    assert received == [] and player.sent == 0
 
 
 def test_nominal_standin_agrees_with_the_simulator_over_ros(ros):

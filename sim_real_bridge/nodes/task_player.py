@@ -11,7 +11,10 @@ mirror's input):
   program runs (the command mirror's liveness input).
 
 Parameters: ``scenario`` (its ``task`` and ``duration_s`` are used unless ``task`` /
-``duration_s`` are set), ``start_delay_s`` (wait after a subscriber appears),
+``duration_s`` are set), ``wait_for_nodes`` (start once one of these nodes, by default
+``command_mirror``, subscribes to the command topic, so that the first command sent is
+the first one mirrored: scenario time starts there), ``start_delay_s`` (then wait this
+long, so that the robots have matched the mirror's outputs),
 ``heartbeat_topic``, ``heartbeat_period_s``. The program uses the node's clock, so
 it follows /clock under ``use_sim_time``.
 """
@@ -50,7 +53,11 @@ class TaskPlayerNode(Node):
         self.declare_parameter("scenario", "nominal", describe("Scenario whose task and duration are played."))
         self.declare_parameter("task", "", describe(f"Program to play ({', '.join(TASKS)}); empty: the scenario's."))
         self.declare_parameter("duration_s", 0.0, describe("Program length, s; 0: the scenario's duration_s."))
-        self.declare_parameter("start_delay_s", 1.0, describe("Wait after the first subscriber appears, s."))
+        self.declare_parameter(
+            "wait_for_nodes", ["command_mirror"],
+            describe("Start once one of these nodes subscribes to the command topic; empty: any subscriber."),
+        )
+        self.declare_parameter("start_delay_s", 2.0, describe("Wait after that subscriber appears, s."))
         self.declare_parameter(
             "heartbeat_topic", "/command_mirror/heartbeat", describe("std_msgs/Empty liveness topic; empty: none.")
         )
@@ -63,6 +70,7 @@ class TaskPlayerNode(Node):
         self.program = build_program(task, duration_s)
         self._segments = list(self.program.segments)
         self._start_delay_ns = int(float(self.get_parameter("start_delay_s").value) * _NS_PER_S)
+        self._wait_for_nodes = [str(n) for n in self.get_parameter("wait_for_nodes").value if str(n)]
         self._publisher = self.create_publisher(JointTrajectory, "bridge/joint_trajectory", COMMAND_QOS)
         topic = str(self.get_parameter("heartbeat_topic").value)
         self._heartbeat_pub = self.create_publisher(Empty, topic, COMMAND_QOS) if topic else None
@@ -83,7 +91,7 @@ class TaskPlayerNode(Node):
         if now == 0:
             return  # no /clock yet
         if self._start_ns is None:
-            if self._publisher.get_subscription_count() == 0:
+            if not self._consumer_present():
                 return
             if self._ready_ns is None:
                 self._ready_ns = now
@@ -100,6 +108,12 @@ class TaskPlayerNode(Node):
         if not self._segments and self._timer is not None:
             self.get_logger().info("program sent in full")
             self._timer.cancel()
+
+    def _consumer_present(self) -> bool:
+        if not self._wait_for_nodes:
+            return self._publisher.get_subscription_count() > 0
+        infos = self.get_subscriptions_info_by_topic(self._publisher.topic_name)
+        return any(info.node_name in self._wait_for_nodes for info in infos)
 
     @property
     def finished(self) -> bool:
