@@ -109,7 +109,13 @@ def load_or_simulate(path: Path, cache: Path | None) -> tuple[list[dict[str, Any
     if cache is not None:
         import hashlib
 
-        digest = hashlib.sha1(path.read_bytes()).hexdigest()[:12]
+        sim_dir = REPO / "sim_real_bridge" / "sim"
+        h = hashlib.sha1(path.read_bytes())
+        for source in sorted(sim_dir.rglob("*")):
+            if source.suffix in (".py", ".xml"):
+                h.update(source.read_bytes())
+        h.update(Path(__file__).read_bytes())
+        digest = h.hexdigest()[:12]
         cached = cache / f"{path.stem}-{digest}.pkl"
         if cached.exists():
             with cached.open("rb") as fh:

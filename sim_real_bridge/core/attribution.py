@@ -106,7 +106,7 @@ class AttributionConfig:
     blocked_speed_ratio: float = 0.3
     stall_min_s: float = 0.2
     object_error_m: float = 0.005
-    object_slip_speed_m_s: float = 0.008
+    object_slip_speed_m_s: float = 0.004
     unexplained_residual_rad: float = 0.05
     unexplained_min_s: float = 1.0
     sensor_recovery_s: float = 1.0

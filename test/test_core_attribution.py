@@ -1,0 +1,140 @@
+"""Attribution rules on hand-made tick features: one case per category and the priorities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim_real_bridge.core.attribution import AttributionConfig, DelayFit, TickFeatures, attribute
+from sim_real_bridge.core.features import HealthFlag
+from sim_real_bridge.errors import ConfigError
+
+CFG = AttributionConfig()
+
+
+def feats(**kw) -> TickFeatures:
+    base = dict(t_ns=0, joints_valid=True, wrench_valid=True, joint_names=("j1", "j2"),
+                q_residual_rad=np.zeros(2), fit=DelayFit(0.0, 1.0, 0.0, 0.0, 0.0),
+                ee_error_m=0.0, sim_tip_velocity_m_s=np.array([0.2, 0, 0]),
+                real_tip_velocity_m_s=np.array([0.2, 0, 0]))
+    base.update(kw)
+    return TickFeatures(**base)
+
+
+def active(f: TickFeatures, cfg: AttributionConfig = CFG) -> dict:
+    return {c: kind for c, (_, kind, _) in attribute(f, cfg).active.items()}
+
+
+def test_quiet_tick_is_none() -> None:
+    verdict = attribute(feats(), CFG)
+    assert verdict.active == {} and verdict.top == "none"
+    assert set(verdict.scores) == {"dynamics", "contact", "sensor", "human", "unauthored"}
+
+
+def test_dynamics_latency_and_gain() -> None:
+    fit = DelayFit(delay_s=0.06, gain=1.0, explained=0.95)
+    assert active(feats(joint_residual_rad=0.03, effort_residual=0.2, fit=fit)) == {"dynamics": "latency"}
+    fit = DelayFit(delay_s=0.0, gain=0.6, explained=0.9)
+    assert active(feats(joint_residual_rad=0.03, effort_residual=0.2, fit=fit)) == {"dynamics": "gain"}
+
+
+def test_dynamics_needs_the_fit_to_explain_and_free_space() -> None:
+    fit = DelayFit(delay_s=0.06, gain=1.0, explained=0.2)
+    assert active(feats(joint_residual_rad=0.03, fit=fit)) == {}
+    fit = DelayFit(delay_s=0.06, gain=1.0, explained=0.95)
+    assert "dynamics" not in active(feats(joint_residual_rad=0.03, fit=fit, sim_contact_recent=True))
+
+
+def test_friction_like_load_is_dynamics() -> None:
+    fit = DelayFit(delay_s=0.03, gain=0.9, explained=0.9)
+    # 8 N m over 0.06 rad: 133 N m/rad, far below an external load held by the position loop
+    f = feats(joint_residual_rad=0.06, effort_residual=8.0, fit=fit)
+    assert active(f) == {"dynamics": "joint_friction"}
+
+
+def test_stiff_external_load_without_wrist_force_is_human() -> None:
+    f = feats(joint_residual_rad=0.015, effort_residual=20.0, fit=DelayFit(explained=0.99))
+    assert active(f) == {"human": "push"}
+    f = feats(joint_residual_rad=0.015, effort_residual=20.0, real_tip_velocity_m_s=np.zeros(3))
+    assert active(f) == {"human": "hold"}
+
+
+def test_vertical_felt_load_is_payload() -> None:
+    f = feats(joint_residual_rad=0.007, effort_residual=11.0, external_force_n=np.array([0.3, -0.5, 19.0]),
+              real_contact=True)
+    assert active(f) == {"dynamics": "payload"}
+
+
+def test_unfelt_wrist_force_is_sensor_bias() -> None:
+    f = feats(effort_residual=0.2, external_force_n=np.array([0.0, 0.0, 3.0]))
+    assert active(f) == {"sensor": "ft_bias_drift"}
+    # in contact the threshold is the contact one: 3 N of chatter-level residual is not bias
+    f = feats(effort_residual=0.2, external_force_n=np.array([0.0, 0.0, 3.0]), sim_contact_recent=True,
+              sim_force_n=30.0, force_residual_n=3.0)
+    assert active(f) == {}
+
+
+def test_contact_residual_felt_by_the_joints() -> None:
+    f = feats(sim_contact_recent=True, sim_contact=True, sim_force_n=35.0, force_residual_n=12.0,
+              external_force_n=np.array([0.0, -12.0, 3.0]), effort_residual=6.7, joint_residual_rad=0.006)
+    assert active(f) == {"contact": "contact"}
+    f.force_residual_n = 2.0
+    f.external_force_n = np.array([0.0, -2.0, 0.0])
+    assert active(f) == {}
+
+
+def test_obstacle_pushes_the_tool_off_its_path() -> None:
+    f = feats(sim_contact_recent=True, sim_force_n=30.0, force_residual_n=35.0,
+              external_force_n=np.array([0.0, -16.0, 33.0]), effort_residual=27.0,
+              joint_residual_rad=0.02, ee_error_m=0.02)
+    assert active(f) == {"unauthored": "obstacle"}
+
+
+def test_stalled_joint_and_slipping_object() -> None:
+    f = feats(joint_residual_rad=0.2, stalled_joints=("j2",), stall_s=0.5,
+              fit=DelayFit(gain=0.0, explained=0.9))
+    assert active(f) == {"unauthored": "joint_stall"}
+    f = feats(object_error_m=0.02, object_error_speed_m_s=0.01)
+    assert active(f) == {"unauthored": "object_slip"}
+    f = feats(object_error_m=0.02, object_error_speed_m_s=0.01, sim_contact_recent=True)
+    assert "unauthored" not in active(f)  # the tool is pushing it: a contact matter
+
+
+def test_unauthored_tail_keeps_its_cause() -> None:
+    f = feats(joint_residual_rad=0.015, effort_residual=20.0, since_active_s={"unauthored": 0.4},
+              last_kind={"unauthored": "obstacle"})
+    assert active(f) == {"unauthored": "obstacle"}
+    f.since_active_s = {"unauthored": 3.0}
+    assert active(f) == {"human": "push"}
+
+
+def test_untrusted_sensor_suppresses_the_rest() -> None:
+    flag = HealthFlag("nonfinite", True, 0.9, {"stream": "real/joint_states"})
+    f = feats(joint_residual_rad=0.015, effort_residual=20.0, sensor_flags=[flag])
+    verdict = attribute(f, CFG)
+    assert list(verdict.active) == ["sensor"]
+    assert verdict.active["sensor"][1] == "nonfinite"
+    assert verdict.active["sensor"][2]["stream"] == "real/joint_states"
+    # and for sensor_recovery_s after it clears
+    f = feats(joint_residual_rad=0.015, effort_residual=20.0, since_untrusted_s=0.5)
+    assert active(f) == {}
+    assert active(f, AttributionConfig(sensor_suppresses=False)) == {"human": "push"}
+
+
+def test_evidence_is_strings() -> None:
+    f = feats(joint_residual_rad=0.015, effort_residual=20.0)
+    _, _, evidence = attribute(f, CFG).active["human"]
+    assert evidence and all(isinstance(k, str) and isinstance(v, str) for k, v in evidence.items())
+
+
+def test_config_validation_and_from_dict() -> None:
+    cfg = AttributionConfig.from_dict({"human_force_n": 6.0})
+    assert cfg.human_force_n == 6.0
+    with pytest.raises(ConfigError, match="unknown attribution parameter"):
+        AttributionConfig.from_dict({"nope": 1.0})
+    with pytest.raises(ConfigError, match="AttributionConfig.contact_force_n must be finite and >= 0"):
+        AttributionConfig(contact_force_n=-1.0).validate()
+    with pytest.raises(ConfigError, match="active_score must be in"):
+        AttributionConfig(active_score=0.0).validate()
+    with pytest.raises(ConfigError, match="dynamics_min_explained must be in"):
+        AttributionConfig(dynamics_min_explained=1.5).validate()

@@ -1,0 +1,234 @@
+"""DivergenceEngine on synthetic streams: clean, latency, NaN burst, clock reset, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sim_real_bridge.core.engine import DivergenceEngine, EngineConfig, analyze_streams
+from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN
+from sim_real_bridge.errors import ConfigError
+
+NAMES = [f"joint{i}" for i in range(1, 8)]
+RATE_HZ = 250
+T0_RECV_NS = 5_000_000_000  # monitor clock at the first sample
+REAL_OFFSET_NS = 77_000_000_000  # the real robot's clock is elsewhere
+
+
+def q_of(t_s: float) -> tuple[np.ndarray, np.ndarray]:
+    phase = 2 * np.pi * 0.4 * t_s + np.arange(7)
+    return 0.4 * np.sin(phase), 0.4 * 2 * np.pi * 0.4 * np.cos(phase)
+
+
+def make_streams(
+    duration_s: float = 8.0,
+    latency_s: float = 0.0,
+    latency_window: tuple[float, float] = (3.0, 6.0),
+    nan_window: tuple[float, float] | None = None,
+    reset_at_s: float | None = None,
+    effort_push: tuple[float, float] | None = None,
+    wrench_bias_window: tuple[float, float] | None = None,
+    seed: int = 0,
+) -> list[dict]:
+    """Messages in receive order: both sides' joint_states and wrench, ee poses, one command."""
+    rng = np.random.default_rng(seed)
+    msgs: list[dict] = [dict(type="command", stamp_ns=0, recv_ns=T0_RECV_NS + 100_000_000, names=NAMES, points=[])]
+    last = {}
+    for k in range(int(duration_s * RATE_HZ)):
+        t = k / RATE_HZ
+        for side in ("sim", "real"):
+            tq = t - latency_s if side == "real" and latency_window[0] <= t < latency_window[1] else t
+            q, qd = q_of(tq)
+            eff = 0.5 * np.sin(q)
+            if side == "real" and effort_push and effort_push[0] <= t < effort_push[1]:
+                q = q + 0.01
+                eff = eff + 15.0
+            if side == "real" and nan_window and nan_window[0] <= t < nan_window[1]:
+                q = q * np.nan
+            stamp = int(t * 1e9) + (REAL_OFFSET_NS if side == "real" else 0)
+            if side == "real" and reset_at_s is not None and t >= reset_at_s:
+                stamp -= 60_000_000_000
+            for kind in ("joint_state", "wrench", "pose"):
+                recv = T0_RECV_NS + int(t * 1e9) + int(1e6 + rng.exponential(3e5))
+                recv = max(recv, last.get((side, kind), 0) + 1)
+                last[(side, kind)] = recv
+                if kind == "joint_state":
+                    msgs.append(dict(type=kind, side=side, stamp_ns=stamp, recv_ns=recv, names=NAMES,
+                                     q_rad=q, qd_rad_s=qd, effort=eff))
+                elif kind == "wrench":
+                    force = np.zeros(3)
+                    if side == "real" and wrench_bias_window and wrench_bias_window[0] <= t < wrench_bias_window[1]:
+                        force = np.array([0.0, 0.0, 6.0])
+                    msgs.append(dict(type=kind, side=side, stamp_ns=stamp, recv_ns=recv, force_n=force,
+                                     torque_nm=np.zeros(3)))
+                elif k % 5 == 0:
+                    msgs.append(dict(type=kind, side=side, which="ee", stamp_ns=stamp, recv_ns=recv,
+                                     position_m=np.array([0.5, 0.0, 0.6]) + 0.1 * np.array([q[0], q[1], 0.0]),
+                                     orientation_wxyz=np.array([0.0, 1.0, 0.0, 0.0])))
+    msgs.sort(key=lambda m: m["recv_ns"])
+    return msgs
+
+
+def run(msgs: list[dict], **kw):
+    engine, outputs = analyze_streams(msgs, **kw)
+    return engine, outputs, engine.run_summary()
+
+
+@pytest.fixture(scope="module")
+def clean():
+    return run(make_streams())
+
+
+@pytest.fixture(scope="module")
+def latency():
+    return run(make_streams(latency_s=0.08))
+
+
+def test_clean_streams_give_no_events_and_rated_records(clean) -> None:
+    engine, outputs, summary = clean
+    assert summary["events"] == []
+    joints = [r for o in outputs for r in o.joints]
+    # analysis at 50 Hz over ~8 s of 250 Hz input
+    assert 370 <= len(joints) <= 400
+    assert np.all(np.diff([r.stamp_ns for r in joints]) == 20_000_000)
+    assert max(float(np.max(np.abs(r.position_residual_rad))) for r in joints) < 0.01
+    poses = [r for o in outputs for r in o.poses]
+    assert 0.4 * len(joints) <= len(poses) <= 0.6 * len(joints)  # 25 Hz
+    contacts = [r for o in outputs for r in o.contacts]
+    assert all(r.sim_contact_phase == 0 and r.real_contact_phase == 0 for r in contacts)
+    assert summary["timing"]["clock_resets"] == 0
+    # the real clock runs 77 s ahead: the offset brings real stamps back onto the sim base
+    assert summary["timing"]["clock_offset_s"] == pytest.approx(-77.0, abs=0.002)
+    assert {c["joint"] for c in summary["calibration"]} == set(NAMES)
+    assert all(c["gain"] == pytest.approx(1.0, abs=0.01) for c in summary["calibration"])
+
+
+def test_latency_gives_a_dynamics_event_in_its_window(latency) -> None:
+    _, outputs, summary = latency
+    events = summary["events"]
+    assert [e["category"] for e in events] == ["dynamics"]
+    e = events[0]
+    # the window is 3..6 s of stream time; times are from the command, received 0.1 s in
+    assert 2.9 - 0.5 <= e["start_s"] <= 2.9 + 0.5
+    assert 5.9 - 0.5 <= e["end_s"] <= 5.9 + 1.5
+    assert e["kind"] == "latency" and 0 < e["severity"] <= 1
+    assert 0.04 <= float(e["evidence"]["fit_delay_s"]) <= 0.1
+    recs = [r for o in outputs for r in o.events]
+    assert [r.action for r in recs if r.action != "update"] == [ACTION_OPEN, ACTION_CLOSE]
+
+
+def test_nan_burst_is_a_sensor_event_only() -> None:
+    _, _, summary = run(make_streams(nan_window=(3.0, 3.5)))
+    cats = [(e["category"], e["kind"]) for e in summary["events"]]
+    assert cats == [("sensor", "nonfinite")]
+    assert summary["events"][0]["start_s"] == pytest.approx(2.9, abs=0.2)
+
+
+def test_clock_reset_is_counted_without_false_events() -> None:
+    engine, outputs, summary = run(make_streams(reset_at_s=4.0))
+    assert summary["timing"]["clock_resets"] == 1
+    assert summary["events"] == []
+    joints = [r for o in outputs for r in o.joints]
+    assert np.all(np.diff([r.stamp_ns for r in joints]) == 20_000_000)  # no hole in the analysis
+    assert engine.summary(T0_RECV_NS + 8 * 10**9).clock_resets == 1
+
+
+def test_external_load_without_wrist_force_is_human() -> None:
+    _, _, summary = run(make_streams(effort_push=(3.0, 5.0)))
+    assert [e["category"] for e in summary["events"]] == ["human"]
+
+
+def test_wrist_force_the_joints_do_not_feel_is_sensor_bias() -> None:
+    _, _, summary = run(make_streams(wrench_bias_window=(3.0, 5.0)))
+    assert [(e["category"], e["kind"]) for e in summary["events"]] == [("sensor", "ft_bias_drift")]
+
+
+def test_same_input_gives_identical_output(latency) -> None:
+    msgs = make_streams(latency_s=0.08)
+    _, outputs2, summary2 = run(msgs)
+    _, outputs1, summary1 = latency
+    assert summary1["events"] == summary2["events"]
+    j1 = [r.position_residual_rad for o in outputs1 for r in o.joints]
+    j2 = [r.position_residual_rad for o in outputs2 for r in o.joints]
+    assert len(j1) == len(j2) and all(np.array_equal(a, b, equal_nan=True) for a, b in zip(j1, j2))
+
+
+def test_replay_matches_live_with_other_tick_timing(latency) -> None:
+    """A live node ticks on a jittery timer; replay ticks on a fixed grid: same events within 0.1 s."""
+    msgs = make_streams(latency_s=0.08)
+    engine = DivergenceEngine(EngineConfig())
+    rng = np.random.default_rng(5)
+    next_tick = msgs[0]["recv_ns"] + 7_000_000
+    for m in msgs:
+        while m["recv_ns"] >= next_tick:
+            engine.tick(next_tick)
+            next_tick += int(rng.uniform(5e6, 45e6))
+        kw = {k: v for k, v in m.items() if k != "type"}
+        {"joint_state": engine.on_joint_state, "wrench": engine.on_wrench, "pose": engine.on_pose,
+         "command": engine.on_command}[m["type"]](**kw)
+    engine.tick(msgs[-1]["recv_ns"])
+    engine.finish()
+    live = engine.run_summary()["events"]
+    replay = latency[2]["events"]
+    assert [e["category"] for e in live] == [e["category"] for e in replay]
+    for a, b in zip(live, replay):
+        assert abs(a["start_s"] - b["start_s"]) <= 0.1 and abs(a["end_s"] - b["end_s"]) <= 0.1
+
+
+def test_summary_record(latency) -> None:
+    engine = latency[0]
+    rec = engine.summary(T0_RECV_NS + 8 * 10**9)
+    assert rec.elapsed_s == pytest.approx(7.9, abs=0.01)
+    assert rec.event_count == 1 and rec.open_event_count == 0
+    shares = {r.category: r for r in rec.ledger}
+    assert set(shares) == {"dynamics", "contact", "sensor", "human", "unauthored"}
+    assert shares["dynamics"].event_count == 1 and shares["dynamics"].share_run > 0.5
+    assert sum(r.share_run for r in rec.ledger) + rec.unexplained_share_run == pytest.approx(1.0)
+    assert rec.joint_position_rms_rad > 0
+    assert rec.latency_s >= 0.0
+
+
+def test_malformed_input_is_counted_not_raised() -> None:
+    engine = DivergenceEngine()
+    assert engine.on_joint_state("sim", 0, 1, NAMES, np.zeros(7), np.zeros(7), np.zeros(7))
+    assert not engine.on_joint_state("real", 0, 1, NAMES, np.zeros(6), np.zeros(7), np.zeros(7))
+    assert not engine.on_joint_state("real", 0, 1, NAMES[:6], np.zeros(6), np.zeros(6), np.zeros(6))
+    assert not engine.on_wrench("real", 0, 1, np.zeros(2), np.zeros(3))
+    assert not engine.on_pose("real", "ee", 0, 1, np.zeros(3), np.zeros(3))
+    engine.on_rejected("real", "joint_states", "non-finite stamp")
+    rec = engine.summary(10)
+    assert rec.rejected_count == 5
+    assert rec.rejected_by_reason["real/joint_states: bad shape or names"] == 1
+    assert rec.rejected_by_reason["real/joint_states: missing joints"] == 1
+    assert rec.rejected_by_reason["real/joint_states: non-finite stamp"] == 1
+
+
+def test_argument_errors() -> None:
+    engine = DivergenceEngine()
+    with pytest.raises(ConfigError, match="unknown side 'left'"):
+        engine.on_wrench("left", 0, 0, np.zeros(3), np.zeros(3))
+    with pytest.raises(ConfigError, match="unknown pose 'base'"):
+        engine.on_pose("sim", "base", 0, 0, np.zeros(3), np.array([1.0, 0, 0, 0]))
+    with pytest.raises(ConfigError, match="unknown message type 'imu'"):
+        analyze_streams([{"type": "imu", "recv_ns": 0}])
+    with pytest.raises(ConfigError, match="not in receive order"):
+        analyze_streams([{"type": "command", "stamp_ns": 0, "recv_ns": 10, "names": [], "points": []},
+                         {"type": "command", "stamp_ns": 0, "recv_ns": 5, "names": [], "points": []}])
+    with pytest.raises(ConfigError, match="tick_period_s must be > 0"):
+        analyze_streams([], tick_period_s=0.0)
+
+
+def test_config_from_dict() -> None:
+    cfg = EngineConfig.from_dict({"horizon_s": 0.5, "attribution.human_force_n": 9.0,
+                                  "events": {"heal_s": 2.0}})
+    assert cfg.horizon_s == 0.5 and cfg.attribution.human_force_n == 9.0 and cfg.events.heal_s == 2.0
+    with pytest.raises(ConfigError, match="unknown engine parameter 'bogus'"):
+        EngineConfig.from_dict({"bogus": 1})
+    with pytest.raises(ConfigError, match="unknown attribution parameter"):
+        EngineConfig.from_dict({"attribution.bogus": 1})
+    with pytest.raises(ConfigError, match="unknown engine parameter block 'x'"):
+        EngineConfig.from_dict({"x.y": 1})
+    with pytest.raises(ConfigError, match="EngineConfig.horizon_s must be finite and > 0"):
+        EngineConfig.from_dict({"horizon_s": -1.0})
+    with pytest.raises(ConfigError, match="pose_rate_hz and contact_rate_hz must be <= analysis_rate_hz"):
+        EngineConfig(pose_rate_hz=500.0).validate()
