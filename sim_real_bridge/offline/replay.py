@@ -465,16 +465,16 @@ def replay_run(run: RunSpec, config: ReplayConfig, out_dir: Path | str,
             1.0 / config.summary_rate_hz, {k: v for k, v in wanted.items()}, on_progress,
         )
         engine = outcome.engine
-        if engine.analysis_count == 0:
+        run_summary = engine.run_summary()
+        if engine.analysis_count == 0 or not run_summary["residuals"]["joints"]:
             raise BagError(
                 f"bag(s) {labels_text}: empty analysis window: topics {wanted[('sim', 'joint_states')]} and "
-                f"{wanted[('real', 'joint_states')]} never overlap in time (nothing to compare)"
+                f"{wanted[('real', 'joint_states')]} never overlap in time: no analysis time has both sides' joints"
             )
         t0 = engine.first_command_ns if engine.first_command_ns is not None else engine.first_recv_ns
         data_s = max(0.0, (int(outcome.last_recv_ns) - int(t0)) * 1e-9)
         duration_s = max(data_s, truth_collector.elapsed_s) if truth_collector is not None else data_s
         truth = truth_collector.truth(duration_s) if truth_collector is not None else None
-        run_summary = engine.run_summary()
         for topic, counts in outcome.problems.items():
             for reason, count in counts.items():
                 if reason != "non_finite":

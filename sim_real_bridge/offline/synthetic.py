@@ -80,7 +80,6 @@ def messages(run: SyntheticRun) -> list[tuple[str, str, int, Any]]:
     """Every message of the run as (topic, msgtype, log time ns, rosbags message), by log time."""
     store = build_typestore()
     types = store.types
-    rng = np.random.default_rng(run.seed)
     out: list[tuple[str, str, int, Any]] = []
     t0 = run.start_ns
     push = run.push
@@ -94,6 +93,8 @@ def messages(run: SyntheticRun) -> list[tuple[str, str, int, Any]]:
         return ((t_s >= push[0]) & (t_s < push[1])).astype(float)
 
     for side in run.sides:
+        # One generator per side, so a one-sided bag holds the same samples as a two-sided one.
+        rng = np.random.default_rng([run.seed, 0 if side == "sim" else 1])
         latency_ns = 300_000 if side == "sim" else 700_000
         delay = run.delay_s if side == "real" else 0.0
         # joint_states
