@@ -124,7 +124,7 @@ def test_bad_trajectories_are_counted_not_fatal(ros):
     bad = trajectory_msg(np.zeros(7))
     bad.joint_names = ["a", "b"]
     command.publish(bad)
-    ros.spin_until(lambda: node._problems.count("bad_trajectory") == 1, "the refusal to be counted")
+    ros.spin_until(lambda: node.input_problems.count("bad_trajectory") == 1, "the refusal to be counted")
     count = len(joints)
     ros.spin_until(lambda: len(joints) > count + 10, "publishing to go on")
     assert node.robot.first_command_ns is None
@@ -221,7 +221,7 @@ def test_task_player_waits_for_the_mirror(ros):
     player = ros.add(TaskPlayerNode(context=ros.context, parameter_overrides=[Parameter("start_delay_s", value=0.0)]))
     helper = ros.helper("probe")  # subscribes, but is not the command mirror
     received = collect(helper, JointTrajectory, "/bridge/joint_trajectory", COMMAND_QOS)
-    ros.spin_until(lambda: player._publisher.get_subscription_count() > 0, "the probe to match")
+    ros.spin_until(lambda: player.count_subscribers("/bridge/joint_trajectory") > 0, "the probe to match")
     ros.spin_some(300)  # well past start_delay_s = 0: the player's 5 ms timer ran many times
     assert received == [] and player.sent == 0
 

@@ -118,11 +118,12 @@ def test_obstacle_collides_only_when_enabled(physics):
 
 
 def test_joint_friction_hook(physics):
+    dofs = [physics.model.joint(name).dofadr[0] for name in ARM_JOINT_NAMES]
     physics.set_joint_friction(np.full(7, 2.0), np.full(7, 3.0))
-    damping = physics.model.dof_damping[physics._dof_adr]
-    assert np.all(damping >= 2.0)
+    assert np.all(physics.model.dof_damping[dofs] >= 2.0)
+    assert np.all(physics.model.dof_frictionloss[dofs] == 3.0)
     physics.restore_nominal()
-    assert np.all(physics.model.dof_frictionloss[physics._dof_adr] == 0.0)
+    assert np.all(physics.model.dof_frictionloss[dofs] == 0.0)
 
 
 def test_bad_model_path():

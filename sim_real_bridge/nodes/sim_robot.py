@@ -146,6 +146,11 @@ class SimRobotNode(Node):
             f"rates {rates}, commands on {self._trajectory_topic}"
         )
 
+    @property
+    def input_problems(self) -> InputProblems:
+        """Bad input counted by topic and reason (also in /diagnostics)."""
+        return self._problems
+
     def make_reality(self, physics: ArmPhysics) -> RealityModel | None:
         """The reality model acting on ``physics`` (none: this is the simulator)."""
         return None

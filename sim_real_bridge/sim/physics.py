@@ -183,6 +183,24 @@ class ArmPhysics:
         adr = self._object_qpos_adr
         return self.data.qpos[adr : adr + 3].copy(), self.data.qpos[adr + 3 : adr + 7].copy()
 
+    @property
+    def joint_range_rad(self) -> np.ndarray:
+        """Joint limits (lower, upper) per arm joint, shape (7, 2)."""
+        return self.model.jnt_range[self._joint_ids].copy()
+
+    def forward_kinematics(self, q_rad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Put the arm at ``q_rad`` (7,) kinematically (no dynamics, time unchanged).
+
+        Overwrites this instance's state: meant for a scratch ArmPhysics (IK).
+
+        Returns:
+            tool-tip (pos_m (3,), rotation (3, 3)); ``ee_jacobian()`` is then valid.
+        """
+        self.data.qpos[self._qpos_adr] = q_rad
+        mujoco.mj_kinematics(self.model, self.data)
+        mujoco.mj_comPos(self.model, self.data)
+        return self.data.site_xpos[self._ee_site].copy(), self.ee_rotation()
+
     def ee_jacobian(self) -> np.ndarray:
         """Tool-tip Jacobian w.r.t. the arm joints: rows (linear 3, angular 3), shape (6, 7)."""
         jacp = np.zeros((3, self.model.nv))
@@ -281,13 +299,11 @@ class ArmPhysics:
         return self.data.xipos[self.body_id(body_name)].copy()
 
     def body_com_vel(self, body_name: str) -> np.ndarray:
-        """World linear velocity of a body's centre of mass, shape (3,)."""
+        """World linear velocity of a body's centre of mass (its inertial frame), shape (3,)."""
         vel = np.zeros(6)
         mujoco.mj_objectVelocity(
             self.model, self.data, mujoco.mjtObj.mjOBJ_BODY, self.body_id(body_name), vel, 0
         )
-        # mj_objectVelocity gives the body-frame origin velocity; close enough at the COM
-        # for the slow links the human injections act on.
         return vel[3:].copy()
 
     def set_obstacle(self, enabled: bool, pos_m: np.ndarray | None = None, half_size_m: np.ndarray | None = None) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-import mujoco
 import numpy as np
 
 from sim_real_bridge.errors import ConfigError
@@ -79,24 +78,18 @@ def solve_ik(
 ) -> np.ndarray:
     """Joint positions (7,) putting the tool tip at ``target_pos_m`` with ``target_rot``.
 
-    Damped least squares with a null-space pull towards the home pose; modifies only
-    ``physics.data.qpos`` of the arm (call on a scratch ArmPhysics).
+    Damped least squares with a null-space pull towards the home pose; overwrites the
+    arm's state of ``physics`` (call on a scratch ArmPhysics).
 
     Raises:
         ConfigError: no solution within 1 mm / 0.01 rad.
     """
-    model, data = physics.model, physics.data
     q = physics.home_q_rad if seed_q_rad is None else np.asarray(seed_q_rad, dtype=float).copy()
     home = physics.home_q_rad
-    adr = physics._qpos_adr
-    lower, upper = model.jnt_range[physics._joint_ids].T
+    lower, upper = physics.joint_range_rad.T
     err = np.zeros(6)
     for _ in range(iterations):
-        data.qpos[adr] = q
-        mujoco.mj_kinematics(model, data)
-        mujoco.mj_comPos(model, data)
-        pos = data.site_xpos[physics._ee_site]
-        rot = data.site_xmat[physics._ee_site].reshape(3, 3)
+        pos, rot = physics.forward_kinematics(q)
         err[:3] = target_pos_m - pos
         err[3:] = 0.5 * sum(np.cross(rot[:, i], target_rot[:, i]) for i in range(3))
         if err @ err < tolerance**2:
