@@ -18,6 +18,7 @@ from std_msgs.msg import Float64
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from sim_real_bridge.conversions import robot_msgs
+from sim_real_bridge.errors import ConfigError, ScenarioError
 from sim_real_bridge.msg import InjectionArray
 from sim_real_bridge.nodes.reality_standin import RealityStandinNode
 from sim_real_bridge.nodes.sim_robot import SimRobotNode
@@ -277,3 +278,23 @@ def test_standin_follows_the_simulators_clock(ros):
     last = robot_msgs.stamp_to_ns(real_joints[-1].header.stamp)
     assert 0 < last <= clock_source.ros_now_ns() + 50_000_000
     assert follower.robot.time_ns > 0
+
+
+@pytest.mark.parametrize(
+    ("factory", "overrides", "error", "match"),
+    [
+        (SimRobotNode, [Parameter("tick_period_s", value=0.0)], ConfigError, "tick_period_s must be > 0"),
+        (SimRobotNode, [Parameter("joint_states_rate_hz", value=300.0)], ConfigError, "must divide the physics rate"),
+        (
+            SimRobotNode,
+            [Parameter("use_sim_time", value=True), Parameter("sim_speed", value=-1.0)],
+            ConfigError,
+            "sim_speed must be >= 0",
+        ),
+        (RealityStandinNode, [Parameter("scenario", value="no_such")], ScenarioError, "no such built-in scenario"),
+        (TaskPlayerNode, [Parameter("task", value="dance")], ConfigError, "task must be one of reach, wipe, push, tour"),
+    ],
+)
+def test_bad_parameters_are_refused_at_startup(ros, factory, overrides, error, match):
+    with pytest.raises(error, match=match):
+        factory(context=ros.context, parameter_overrides=overrides)
