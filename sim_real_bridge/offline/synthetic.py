@@ -179,16 +179,104 @@ def _write(path: Path, items: Sequence[tuple[str, str, int, Any]], storage: str,
             writer.write(conns[topic], log_ns, store.serialize_cdr(msg, msgtype))
 
 
+def simulated_messages(scenario: str | Path, duration_s: float | None = None,
+                       start_ns: int = 1_700_000_000 * NS_PER_S) -> list[tuple[str, str, int, Any]]:
+    """A demo-like recording made in-process: MuJoCo sim and stand-in, no ROS.
+
+    The simulator and the stand-in (with the scenario's injections) run the scenario's
+    task headless; their samples become the robot topics, the program's segments the
+    mirrored commands, and the injections the labels.
+
+    Returns:
+        (topic, msgtype, log time ns, rosbags message) by log time.
+    """
+    from sim_real_bridge.conversions import divergence_msgs
+    from sim_real_bridge.conversions.robot_msgs import joint_trajectory_from_data
+    from sim_real_bridge.sim.physics import ArmPhysics
+    from sim_real_bridge.sim.reality import RealityModel
+    from sim_real_bridge.sim.robot import SimulatedRobot, run_headless
+    from sim_real_bridge.sim.scenario import load_scenario
+    from sim_real_bridge.sim.tasks import build_program
+
+    spec = load_scenario(scenario)
+    duration = float(duration_s or spec.duration_s)
+    program = build_program(spec.task, duration)
+    physics = ArmPhysics()
+    logs = {
+        "sim": run_headless(SimulatedRobot(), program, duration),
+        "real": run_headless(SimulatedRobot(physics, reality=RealityModel(physics, spec, np.random.default_rng(spec.seed))),
+                             program, duration),
+    }
+    names = list(physics.joint_names)
+    store = build_typestore()
+    types = store.types
+    vec = types["geometry_msgs/msg/Vector3"]
+    out: list[tuple[str, str, int, Any]] = []
+    for side, log in logs.items():
+        latency_ns = 300_000 if side == "sim" else 700_000
+        for stream, stamps in log.stamps_ns.items():
+            values = log.values[stream]
+            topic = f"/{side}/{stream}"
+            for i, stamp in enumerate((stamps + start_ns).tolist()):
+                header = types["std_msgs/msg/Header"](stamp=_stamp(types, stamp), frame_id="")
+                if stream == "joint_states":
+                    msgtype = "sensor_msgs/msg/JointState"
+                    msg = types[msgtype](header=header, name=names, position=values["position"][i],
+                                         velocity=values["velocity"][i], effort=values["effort"][i])
+                elif stream == "wrench":
+                    msgtype = "geometry_msgs/msg/WrenchStamped"
+                    header.frame_id = "tool0"
+                    msg = types[msgtype](header=header, wrench=types["geometry_msgs/msg/Wrench"](
+                        force=vec(*values["force"][i]), torque=vec(*values["torque"][i])))
+                else:
+                    msgtype = "geometry_msgs/msg/PoseStamped"
+                    header.frame_id = "world"
+                    w, x, y, z = values["orientation"][i]
+                    msg = types[msgtype](header=header, pose=types["geometry_msgs/msg/Pose"](
+                        position=types["geometry_msgs/msg/Point"](*values["position"][i]),
+                        orientation=types["geometry_msgs/msg/Quaternion"](x, y, z, w)))
+                out.append((topic, msgtype, stamp + latency_ns, msg))
+    traj = divergence_msgs.rosbags_namespace(store, "trajectory_msgs")
+    for offset_ns, data in program.segments:
+        if offset_ns > duration * NS_PER_S:
+            break
+        msg = joint_trajectory_from_data(traj.JointTrajectory, traj.JointTrajectoryPoint, data, stamp_ns=0)
+        for side in ("sim", "real"):
+            out.append((f"/{side}/joint_trajectory", "trajectory_msgs/msg/JointTrajectory",
+                        start_ns + int(offset_ns) + 100_000, msg))
+    for k in range(int(duration * 2)):
+        elapsed = k * 0.5
+        items = []
+        for inj in spec.injections:
+            item = rosbags_default(store, "sim_real_bridge/msg/Injection")
+            item.category, item.kind = inj.category, inj.kind
+            item.start_s, item.end_s = float(inj.start_s), float(inj.end_s)
+            item.active = inj.start_s <= elapsed < inj.end_s
+            items.append(item)
+        msg = rosbags_default(store, "sim_real_bridge/msg/InjectionArray")
+        msg.scenario, msg.elapsed_s, msg.injections = spec.name, elapsed, items
+        out.append(("/reality/injections", "sim_real_bridge/msg/InjectionArray",
+                    start_ns + int(elapsed * NS_PER_S) + 200_000, msg))
+    out.sort(key=lambda item: item[2])
+    return out
+
+
 def write_synthetic_bag(path: Path | str, run: SyntheticRun | None = None, storage: str = "mcap",
-                        split_at_s: float | None = None) -> Path:
+                        split_at_s: float | None = None,
+                        items: Sequence[tuple[str, str, int, Any]] | None = None) -> Path:
     """Write one rosbag2 bag directory (``storage`` "mcap" or "sqlite3").
 
-    With ``split_at_s`` the bag is split into two files at that log time, as
-    ``ros2 bag record --max-bag-duration`` does (one metadata.yaml listing both).
+    Args:
+        path: the bag directory to create.
+        run: what to synthesize (ignored when ``items`` is given).
+        storage: "mcap" or "sqlite3".
+        split_at_s: split into two files at this many seconds after the run's start, as
+            ``ros2 bag record --max-bag-duration`` does (one metadata.yaml listing both).
+        items: messages to write instead, e.g. from :func:`simulated_messages`.
     """
     path = Path(path)
     run = run or SyntheticRun()
-    items = messages(run)
+    items = list(items) if items is not None else messages(run)
     topics = {t: m for t, m, _, _ in items}
     if split_at_s is None:
         _write(path, items, storage, topics)
