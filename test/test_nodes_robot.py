@@ -298,3 +298,57 @@ def test_standin_follows_the_simulators_clock(ros):
 def test_bad_parameters_are_refused_at_startup(ros, factory, overrides, error, match):
     with pytest.raises(error, match=match):
         factory(context=ros.context, parameter_overrides=overrides)
+
+
+# ------------------------------------------------- conversions (real message classes)
+def test_robot_message_round_trips():
+    stamp = 1_700_000_000_123_456_789
+    names = list(ARM_JOINT_NAMES)
+    q, qd, tau = np.arange(7.0), -np.arange(7.0), np.full(7, 0.5)
+    msg = robot_msgs.joint_state_from_arrays(JointState, stamp, names, q, qd, tau, frame_id="base")
+    got = robot_msgs.joint_state_to_arrays(msg)
+    assert got[0] == stamp and got[1] == tuple(names) and msg.header.frame_id == "base"
+    for a, b in zip(got[2:], (q, qd, tau)):
+        np.testing.assert_array_equal(a, b)
+    bare = robot_msgs.joint_state_from_arrays(JointState, stamp, names, q)
+    assert np.isnan(robot_msgs.joint_state_to_arrays(bare)[3]).all()
+
+    force, torque = np.array([1.0, -2.0, 3.0]), np.array([0.1, 0.2, -0.3])
+    wrench = robot_msgs.wrench_from_arrays(WrenchStamped, stamp, "ft_sensor", force, torque)
+    w_stamp, frame, f, t = robot_msgs.wrench_to_arrays(wrench)
+    assert (w_stamp, frame) == (stamp, "ft_sensor")
+    np.testing.assert_array_equal(f, force)
+    np.testing.assert_array_equal(t, torque)
+
+    quat = np.array([0.5, 0.5, -0.5, 0.5])
+    pose = robot_msgs.pose_from_arrays(PoseStamped, stamp, "world", np.array([1.0, 2.0, 3.0]), quat)
+    assert pose.pose.orientation.w == 0.5 and pose.pose.orientation.z == 0.5
+    p_stamp, frame, pos, q_out = robot_msgs.pose_to_arrays(pose)
+    assert (p_stamp, frame) == (stamp, "world")
+    np.testing.assert_array_equal(pos, [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(q_out, quat)
+
+
+@pytest.mark.parametrize("with_velocities", [True, False])
+def test_trajectory_round_trip(with_velocities):
+    from sim_real_bridge.sim.trajectory import JointTrajectoryData, TrajectoryPoint
+
+    points = tuple(
+        TrajectoryPoint(int(k * 1.5e9), np.full(7, 0.1 * k), np.full(7, 0.2) if with_velocities else None)
+        for k in range(1, 4)
+    )
+    data = JointTrajectoryData(ARM_JOINT_NAMES, points, start_ns=2_500_000_001)
+    msg = robot_msgs.joint_trajectory_from_data(JointTrajectory, JointTrajectoryPoint, data)
+    assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (2, 500_000_001)
+    assert (msg.points[0].time_from_start.sec, msg.points[0].time_from_start.nanosec) == (1, 500_000_000)
+    back = robot_msgs.joint_trajectory_to_data(msg)
+    assert back.joint_names == ARM_JOINT_NAMES and back.start_ns == data.start_ns
+    for a, b in zip(back.points, points):
+        assert a.time_from_start_ns == b.time_from_start_ns
+        np.testing.assert_array_equal(a.positions, b.positions)
+        if with_velocities:
+            np.testing.assert_array_equal(a.velocities, b.velocities)
+        else:
+            assert a.velocities is None
+    zero = robot_msgs.joint_trajectory_from_data(JointTrajectory, JointTrajectoryPoint, data, stamp_ns=0)
+    assert robot_msgs.stamp_to_ns(zero.header.stamp) == 0
