@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from sim_real_bridge.errors import ScenarioError
+from sim_real_bridge.resources import share_path
 from sim_real_bridge.sim.physics import ARM_JOINT_NAMES
 from sim_real_bridge.sim.tasks import TASKS
 
@@ -290,22 +291,12 @@ class Scenario:
 
 
 def builtin_scenario_dir() -> Path:
-    """Directory of the built-in scenarios (source checkout or installed share/)."""
-    package_dir = Path(__file__).resolve().parent.parent
-    candidates = [package_dir.parent / "config" / "scenarios"]
-    try:
-        from ament_index_python.packages import get_package_share_directory
+    """Directory of the built-in scenarios (source checkout, ament share or package data).
 
-        candidates.append(Path(get_package_share_directory("sim_real_bridge")) / "config" / "scenarios")
-    except Exception:  # noqa: BLE001 - ament_index is optional; a source checkout needs none
-        pass
-    import sys
-
-    candidates.append(Path(sys.prefix) / "share" / "sim_real_bridge" / "config" / "scenarios")
-    for candidate in candidates:
-        if candidate.is_dir():
-            return candidate
-    return candidates[0]
+    Raises:
+        ConfigError: the package's config/scenarios is installed nowhere.
+    """
+    return share_path("config", "scenarios")
 
 
 def scenario_names() -> list[str]:
