@@ -90,9 +90,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_scenarios(args: argparse.Namespace) -> int:
-    from sim_real_bridge.sim.scenario import list_builtin_scenarios, load_scenario
+    from sim_real_bridge.sim.scenario import load_scenario, scenario_names
 
-    for name in list_builtin_scenarios():
+    for name in scenario_names():
         scenario = load_scenario(name)
         kinds = ", ".join(f"{i.category}/{i.kind}" for i in scenario.injections) or "no injections"
         print(f"{name:24s} {scenario.task:8s} {scenario.duration_s:6.1f} s  {kinds}")
