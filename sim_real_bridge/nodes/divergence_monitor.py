@@ -95,15 +95,36 @@ NODE_PARAMETERS: dict[str, tuple[Any, str]] = {
 
 
 def _engine_parameters(prefix: str, config: Any) -> dict[str, Any]:
-    """Flattened ``engine.*`` parameters with the dataclass defaults."""
+    """Flattened ``engine.*`` parameters with the dataclass defaults.
+
+    Nested configs and dict-valued fields (per-category values) become dotted names,
+    since ROS parameters hold only scalars and arrays.
+    """
     out: dict[str, Any] = {}
     for f in fields(config):
         value = getattr(config, f.name)
         if is_dataclass(value):
             out.update(_engine_parameters(f"{prefix}{f.name}.", value))
+        elif isinstance(value, dict):
+            out.update({f"{prefix}{f.name}.{key}": item for key, item in value.items()})
         else:
             out[f"{prefix}{f.name}"] = value
     return out
+
+
+def _engine_config(values: dict[str, Any]) -> EngineConfig:
+    """EngineConfig from flattened parameters (names without the ``engine.`` prefix)."""
+    defaults = EngineConfig()
+    grouped: dict[str, Any] = {}
+    for name, value in values.items():
+        block, _, rest = name.partition(".")
+        head, _, key = rest.partition(".")
+        sub = getattr(defaults, block, None)
+        if key and is_dataclass(sub) and isinstance(getattr(sub, head, None), dict):
+            grouped.setdefault(f"{block}.{head}", {})[key] = value
+        else:
+            grouped[name] = value
+    return EngineConfig.from_dict(grouped)
 
 
 class DivergenceMonitor(Node):
@@ -123,7 +144,7 @@ class DivergenceMonitor(Node):
         for name, default in engine_defaults.items():
             self.declare_parameter(name, default, ParameterDescriptor(description="see sim_real_bridge.core.engine.EngineConfig"))
         param = lambda name: self.get_parameter(name).value  # noqa: E731
-        self._engine = DivergenceEngine(EngineConfig.from_dict(
+        self._engine = DivergenceEngine(_engine_config(
             {name[len("engine."):]: param(name) for name in engine_defaults}
         ))
         self._intake = intake.IntakeConfig(
