@@ -295,3 +295,92 @@ def test_synthetic_messages_are_in_log_time_order() -> None:
     items = messages(SyntheticRun(duration_s=0.2))
     times = [t for _, _, t, _ in items]
     assert times == sorted(times) and {"/sim/joint_states", "/real/wrench"} <= {t for t, _, _, _ in items}
+
+
+# ------------------------------------------------------------------ vectorized intake
+def _bad_streams() -> list:
+    from sim_real_bridge.offline.replay_engine import CommandStream, JointStream, PoseStream, WrenchStream
+
+    rng = np.random.default_rng(3)
+    n = 600
+    t0 = 1_700_000_000 * 10**9
+    stamps = t0 + np.arange(n, dtype=np.int64) * 5_000_000
+    names = tuple(f"joint{i}" for i in range(1, 8))
+    streams = [CommandStream("sim", np.array([t0 - 1000]), [0], [names], [[]])]
+    for side, lag in (("sim", 100_000), ("real", 400_000)):
+        q = np.sin(np.arange(n)[:, None] * 0.01 + np.arange(7)) + (0.01 if side == "real" else 0.0)
+        vel = np.cos(q)
+        eff = np.full((n, 7), np.nan) if side == "real" else 0.1 * q
+        js_stamps = stamps.copy()
+        if side == "real":
+            q[100:110, 2] = np.nan
+            js_stamps[200:203] = 0
+            js_stamps[300] += 9 * 10**9
+        streams.append(JointStream(side, stamps + lag, js_stamps, names, q, vel, eff))
+        force = rng.normal(size=(n, 3))
+        if side == "real":
+            force[50:55, 0] = np.inf
+        frames = ["tool0"] * n
+        if side == "real":
+            frames[400:410] = ["base"] * 10
+        streams.append(WrenchStream(side, stamps + lag + 10, stamps, frames, force, rng.normal(size=(n, 3))))
+        pos = np.tile([0.4, 0.0, 0.3], (n // 5, 1))
+        if side == "real":
+            pos[20:22] = np.nan
+        streams.append(PoseStream(side, "ee_pose", stamps[::5] + lag, stamps[::5], "world", pos,
+                                  np.tile([1.0, 0, 0, 0], (n // 5, 1))))
+    other = tuple(f"arm_{i}" for i in range(7))
+    streams.append(JointStream("real", stamps[300:305] + 123, stamps[300:305], other, np.zeros((5, 7)), np.zeros((5, 7)),
+                               np.zeros((5, 7))))
+    return streams
+
+
+@pytest.mark.parametrize("frames", [{"wrench": "", "pose": ""}, {"wrench": "tool0", "pose": "world"}])
+def test_vectorized_intake_equals_the_per_message_intake(frames: dict) -> None:
+    from sim_real_bridge.core.intake import IntakeConfig
+    from sim_real_bridge.offline.replay_engine import replay_columns
+
+    config = IntakeConfig(expected_frames=frames)
+    results = []
+    for vectorized in (True, False):
+        outcome = replay_columns(_bad_streams(), intake_config=config, vectorized_intake=vectorized)
+        joints = [r.position_residual_rad for _, out in outcome.ticks for r in out.joints]
+        results.append((outcome.engine.run_summary(), outcome.problems, np.array(joints)))
+    (summary_v, problems_v, joints_v), (summary_p, problems_p, joints_p) = results
+    assert problems_v == problems_p
+    assert set(problems_v["real/joint_states"]) == {"zero_stamp", "future_stamp", "non_finite", "unknown_joint"}
+    assert summary_v["counts"] == summary_p["counts"] and summary_v["residuals"] == summary_p["residuals"]
+    assert summary_v["events"] == summary_p["events"]
+    np.testing.assert_array_equal(joints_v, joints_p)
+
+
+def test_replay_columns_equals_the_engines_own_replay_on_clean_streams(bags: dict[str, Path]) -> None:
+    from sim_real_bridge.core.engine import analyze_streams
+    from sim_real_bridge.offline.bag_io import open_bags
+    from sim_real_bridge.offline.replay import _read_streams
+    from sim_real_bridge.offline.replay_engine import CommandStream, JointStream, PoseStream, WrenchStream, replay_columns
+
+    with open_bags([bags["mcap"]]) as opened:
+        streams, _ = _read_streams(opened, ReplayConfig(), None, None, [])
+    outcome = replay_columns(streams)
+    rows = []
+    for k, s in enumerate(streams):
+        for i, recv in enumerate(s.recv_ns.tolist()):
+            if isinstance(s, JointStream):
+                msg = {"type": "joint_state", "side": s.side, "stamp_ns": int(s.stamp_ns[i]), "names": s.names,
+                       "q_rad": s.position[i], "qd_rad_s": s.velocity[i], "effort": s.effort[i]}
+            elif isinstance(s, WrenchStream):
+                msg = {"type": "wrench", "side": s.side, "stamp_ns": int(s.stamp_ns[i]), "force_n": s.force_n[i],
+                       "torque_nm": s.torque_nm[i]}
+            elif isinstance(s, PoseStream):
+                msg = {"type": "pose", "side": s.side, "which": "ee" if s.stream == "ee_pose" else "object",
+                       "stamp_ns": int(s.stamp_ns[i]), "position_m": s.position_m[i],
+                       "orientation_wxyz": s.orientation_wxyz[i]}
+            else:
+                assert isinstance(s, CommandStream)
+                msg = {"type": "command", "stamp_ns": s.start_ns[i] or recv, "names": s.joint_names[i],
+                       "points": s.points[i]}
+            rows.append((recv, k, i, {**msg, "recv_ns": recv}))
+    rows.sort(key=lambda r: r[:3])
+    engine, _ = analyze_streams([r[3] for r in rows])
+    assert outcome.engine.run_summary() == engine.run_summary()

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from sim_real_bridge.core import intake
+from sim_real_bridge.core import intake, validation
 from sim_real_bridge.core.engine import DivergenceEngine, EngineConfig, SummaryRecord, TickOutput
 from sim_real_bridge.errors import ConfigError
 
@@ -91,6 +91,44 @@ def _frame(frame_ids: Sequence[str] | str, i: int) -> str:
     return frame_ids if isinstance(frame_ids, str) else frame_ids[i]
 
 
+
+def _stamp_reasons(config: intake.IntakeConfig, stamp_ns: np.ndarray, recv_ns: np.ndarray) -> np.ndarray:
+    """Per row: the reason :func:`validation.check_stamp` gives ('' for none), for whole columns."""
+    out = np.full(stamp_ns.shape, "", dtype=object)
+    if config.stamps_on_node_clock:
+        out[stamp_ns - recv_ns > config.limits.max_future_s * 1e9] = validation.FUTURE_STAMP
+    out[stamp_ns <= 0] = validation.ZERO_STAMP
+    return out
+
+
+def _non_finite(*columns: np.ndarray) -> np.ndarray:
+    """Per row: any value non-finite (as :func:`validation.has_non_finite`)."""
+    bad = np.zeros(columns[0].shape[0], dtype=bool)
+    for col in columns:
+        if col.size:
+            bad |= ~np.isfinite(col.reshape(col.shape[0], -1)).all(axis=1)
+    return bad
+
+
+def _frame_reasons(frame_ids: Sequence[str] | str, expected: str, n: int) -> np.ndarray:
+    out = np.full(n, "", dtype=object)
+    if not expected:
+        return out
+    if isinstance(frame_ids, str):
+        if frame_ids != expected:
+            out[:] = validation.FRAME_MISMATCH
+        return out
+    out[np.asarray(frame_ids, dtype=object) != expected] = validation.FRAME_MISMATCH
+    return out
+
+
+def _static_joint_reason(names: tuple[str, ...], width: int, limits: validation.InputLimits) -> str | None:
+    """The reasons of check_joint_state that do not depend on earlier messages."""
+    empty = np.zeros(width)
+    reason = validation.check_joint_state(names, empty, empty, empty, None, limits)
+    return reason
+
+
 def replay_columns(
     streams: Sequence[Stream],
     engine_config: EngineConfig | None = None,
@@ -99,6 +137,7 @@ def replay_columns(
     summary_period_s: float | None = 1.0,
     topic_names: Mapping[tuple[str, str], str] | None = None,
     on_progress: Callable[[float], None] | None = None,
+    vectorized_intake: bool = True,
 ) -> ReplayOutcome:
     """Feed columns to a fresh engine in log-time order, ticking like the live node.
 
@@ -116,6 +155,9 @@ def replay_columns(
         summary_period_s: period of SummaryRecords (None: none).
         topic_names: (side, stream) -> topic, for the problem counts.
         on_progress: called with the fraction of rows fed, now and then.
+        vectorized_intake: run the intake checks on whole columns first (same
+            reasons, same order of engine calls as :mod:`~sim_real_bridge.core.intake`
+            per message, which ``False`` uses; the tests hold the two equal).
 
     Returns:
         ReplayOutcome with non-empty tick outputs as (tick ns, output).
@@ -157,7 +199,16 @@ def replay_columns(
     feeders: list[Callable[[int, int], intake.Problem | None]] = []
     stream_keys: list[tuple[str, str]] = []
     for stream in streams:
-        if isinstance(stream, JointStream):
+        if isinstance(stream, JointStream) and vectorized_intake:
+            feed = _vector_joint_feeder(engine, config, stream)
+            stream_keys.append((stream.side, "joint_states"))
+        elif isinstance(stream, WrenchStream) and vectorized_intake:
+            feed = _vector_wrench_feeder(engine, config, stream)
+            stream_keys.append((stream.side, "wrench"))
+        elif isinstance(stream, PoseStream) and vectorized_intake:
+            feed = _vector_pose_feeder(engine, config, stream)
+            stream_keys.append((stream.side, stream.stream))
+        elif isinstance(stream, JointStream):
             stamps = stream.stamp_ns.tolist()
             names = tuple(stream.names)
             pos, vel, eff = stream.position, stream.velocity, stream.effort
@@ -235,3 +286,100 @@ def replay_columns(
     if on_progress is not None:
         on_progress(1.0)
     return outcome
+
+
+# --------------------------------------------------------------------------- vectorized intake
+# Each builder checks whole columns once, then returns feed(i, recv) that does per row
+# exactly what core.intake does per message: the same refusals (engine.on_rejected),
+# the same flags, the same engine call with the same values.
+_NON_FINITE = intake.Problem(validation.NON_FINITE, False)
+
+
+def _vector_joint_feeder(engine: DivergenceEngine, config: intake.IntakeConfig,
+                         stream: JointStream) -> Callable[[int, int], intake.Problem | None]:
+    names = tuple(stream.names)
+    stamps = np.asarray(stream.stamp_ns, dtype=np.int64)
+    stamp_reason = _stamp_reasons(config, stamps, np.asarray(stream.recv_ns, dtype=np.int64)).tolist()
+    stamps_list = stamps.tolist()
+    static = _static_joint_reason(names, len(names), config.limits)
+    flagged = _non_finite(stream.position, stream.velocity, stream.effort).tolist()
+    pos, vel, eff = stream.position, stream.velocity, stream.effort
+    side = stream.side
+    dynamic: dict[tuple[str, ...], str | None] = {}
+
+    def names_reason() -> str | None:
+        # Depends on the joint set fixed by earlier messages (the engine's); constant after that.
+        known = engine.joint_names
+        if known is None and not config.limits.expected_joints:
+            return None
+        key = tuple(known or ())
+        if key not in dynamic:
+            empty = np.zeros(len(names))
+            dynamic[key] = validation.check_joint_state(names, empty, empty, empty, known, config.limits)
+        return dynamic[key]
+
+    def feed(i: int, recv: int) -> intake.Problem | None:
+        reason = stamp_reason[i]
+        if reason:
+            engine.on_rejected(side, "joint_states", reason)
+            return intake.Problem(reason, True, f"stamp {stamps_list[i]} ns")
+        reason = static or names_reason()
+        if reason:
+            engine.on_rejected(side, "joint_states", reason)
+            return intake.Problem(reason, True)
+        engine.on_joint_state(side, stamps_list[i], recv, names, pos[i], vel[i], eff[i])
+        return _NON_FINITE if flagged[i] else None
+
+    return feed
+
+
+def _vector_wrench_feeder(engine: DivergenceEngine, config: intake.IntakeConfig,
+                          stream: WrenchStream) -> Callable[[int, int], intake.Problem | None]:
+    stamps = np.asarray(stream.stamp_ns, dtype=np.int64)
+    n = stamps.size
+    stamp_reason = _stamp_reasons(config, stamps, np.asarray(stream.recv_ns, dtype=np.int64)).tolist()
+    frame_reason = _frame_reasons(stream.frame_ids, config.expected_frames.get("wrench", ""), n).tolist()
+    stamps_list = stamps.tolist()
+    flagged = _non_finite(stream.force_n, stream.torque_nm).tolist()
+    force, torque, side = stream.force_n, stream.torque_nm, stream.side
+
+    def feed(i: int, recv: int) -> intake.Problem | None:
+        reason = stamp_reason[i]
+        if reason:
+            engine.on_rejected(side, "wrench", reason)
+            return intake.Problem(reason, True, f"stamp {stamps_list[i]} ns")
+        if frame_reason[i]:
+            engine.on_rejected(side, "wrench", validation.FRAME_MISMATCH)
+            return intake.Problem(validation.FRAME_MISMATCH, True, f"frame {_frame(stream.frame_ids, i)!r}")
+        engine.on_wrench(side, stamps_list[i], recv, force[i], torque[i])
+        return _NON_FINITE if flagged[i] else None
+
+    return feed
+
+
+def _vector_pose_feeder(engine: DivergenceEngine, config: intake.IntakeConfig,
+                        stream: PoseStream) -> Callable[[int, int], intake.Problem | None]:
+    stamps = np.asarray(stream.stamp_ns, dtype=np.int64)
+    n = stamps.size
+    stamp_reason = _stamp_reasons(config, stamps, np.asarray(stream.recv_ns, dtype=np.int64)).tolist()
+    frame_reason = _frame_reasons(stream.frame_ids, config.expected_frames.get("pose", ""), n).tolist()
+    stamps_list = stamps.tolist()
+    bad = _non_finite(stream.position_m, stream.orientation_wxyz).tolist()
+    position, orientation, side, name = stream.position_m, stream.orientation_wxyz, stream.side, stream.stream
+    which = "ee" if name == "ee_pose" else "object"
+
+    def feed(i: int, recv: int) -> intake.Problem | None:
+        reason = stamp_reason[i]
+        if reason:
+            engine.on_rejected(side, name, reason)
+            return intake.Problem(reason, True, f"stamp {stamps_list[i]} ns")
+        if frame_reason[i]:
+            engine.on_rejected(side, name, validation.FRAME_MISMATCH)
+            return intake.Problem(validation.FRAME_MISMATCH, True, f"frame {_frame(stream.frame_ids, i)!r}")
+        if bad[i]:
+            engine.on_rejected(side, name, validation.NON_FINITE)
+            return intake.Problem(validation.NON_FINITE, True)
+        engine.on_pose(side, which, stamps_list[i], recv, position[i], orientation[i])
+        return None
+
+    return feed
