@@ -384,3 +384,11 @@ def test_replay_columns_equals_the_engines_own_replay_on_clean_streams(bags: dic
     rows.sort(key=lambda r: r[:3])
     engine, _ = analyze_streams([r[3] for r in rows])
     assert outcome.engine.run_summary() == engine.run_summary()
+
+
+def test_config_dict_valued_engine_settings_keep_the_other_defaults() -> None:
+    from sim_real_bridge.core.engine import EngineConfig
+
+    defaults = EngineConfig().events.min_duration_by_category
+    config = replay_config_from_dict({"engine.events.min_duration_by_category.contact": 0.2})
+    assert config.engine_config().events.min_duration_by_category == {**defaults, "contact": 0.2}
