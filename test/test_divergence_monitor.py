@@ -7,111 +7,16 @@ wrench at 200 Hz on the node's clock and spins the monitor in the same executor.
 from __future__ import annotations
 
 import json
-import math
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 rclpy = pytest.importorskip("rclpy", reason="rclpy is part of the make test environment")
-from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
-from geometry_msgs.msg import WrenchStamped  # noqa: E402
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
-from rclpy.parameter import Parameter  # noqa: E402
-from rclpy.qos import QoSProfile, ReliabilityPolicy  # noqa: E402
-from sensor_msgs.msg import JointState  # noqa: E402
+from helpers.monitor_harness import JOINTS, Harness  # noqa: E402
 
-from sim_real_bridge.msg import ContactResidual, DivergenceSummary, GapEvent, JointDivergence  # noqa: E402
-from sim_real_bridge.nodes.divergence_monitor import SUMMARY_FILE, DivergenceMonitor  # noqa: E402
+from sim_real_bridge.nodes.divergence_monitor import SUMMARY_FILE  # noqa: E402
 
 pytestmark = pytest.mark.ros
-
-JOINTS = [f"joint{i}" for i in range(1, 8)]
-RATE_HZ = 200.0
-
-
-class Harness:
-    """A monitor node plus a publisher node playing both robots."""
-
-    def __init__(self, output_dir: Path, **parameters: object) -> None:
-        params = [Parameter("output_dir", value=str(output_dir)),
-                  Parameter("snapshot_pre_s", value=1.0), Parameter("snapshot_post_s", value=0.5)]
-        params += [Parameter(k, value=v) for k, v in parameters.items()]
-        self.monitor = DivergenceMonitor(parameter_overrides=params)
-        self.peer = rclpy.create_node("robots_under_test")
-        qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-        self.pubs = {
-            (side, stream): self.peer.create_publisher(kind, f"/{side}/{stream}", qos)
-            for side in ("sim", "real") for stream, kind in (("joint_states", JointState), ("wrench", WrenchStamped))
-        }
-        self.received: dict[str, list] = {"joints": [], "contact": [], "events": [], "summary": [], "diagnostics": []}
-        for topic, kind, key in (
-            ("/divergence/joints", JointDivergence, "joints"), ("/divergence/contact", ContactResidual, "contact"),
-            ("/divergence/events", GapEvent, "events"), ("/divergence/summary", DivergenceSummary, "summary"),
-            ("/diagnostics", DiagnosticArray, "diagnostics"),
-        ):
-            self.peer.create_subscription(kind, topic, self.received[key].append, qos)
-        self.executor = SingleThreadedExecutor()
-        self.executor.add_node(self.monitor)
-        self.executor.add_node(self.peer)
-        self.t = 0.0
-
-    def now_ns(self) -> int:
-        return self.monitor.get_clock().now().nanoseconds
-
-    def joint_state(self, q: list[float], stamp_ns: int | None = None, names: list[str] | None = None) -> JointState:
-        msg = JointState(name=list(names if names is not None else JOINTS), position=list(q),
-                         velocity=[0.0] * len(q), effort=[0.0] * len(q))
-        stamp = self.now_ns() if stamp_ns is None else stamp_ns
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
-        return msg
-
-    def wrench(self, fz: float) -> WrenchStamped:
-        msg = WrenchStamped()
-        msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(self.now_ns(), 1_000_000_000)
-        msg.header.frame_id = "ft_sensor"
-        msg.wrench.force.z = fz
-        return msg
-
-    def play(self, seconds: float, real_offset_rad: Callable[[float], float] = lambda t: 0.0,
-             sides: tuple[str, ...] = ("sim", "real"), extra: Callable[[], None] | None = None) -> None:
-        """Publishes both robots for ``seconds`` of wall time, spinning in between."""
-        period = 1.0 / RATE_HZ
-        end = time.monotonic() + seconds
-        next_pub = time.monotonic()
-        while time.monotonic() < end:
-            if time.monotonic() >= next_pub:
-                next_pub += period
-                self.t += period
-                q_sim = [0.3 * math.sin(self.t + i) for i in range(len(JOINTS))]
-                for side in sides:
-                    offset = real_offset_rad(self.t) if side == "real" else 0.0
-                    self.pubs[(side, "joint_states")].publish(self.joint_state([q + offset for q in q_sim]))
-                    self.pubs[(side, "wrench")].publish(self.wrench(-5.0))
-                if extra is not None:
-                    extra()
-            self.executor.spin_once(timeout_sec=0.001)
-
-    def spin_until(self, condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-        end = time.monotonic() + timeout_s
-        while time.monotonic() < end:
-            if condition():
-                return True
-            self.executor.spin_once(timeout_sec=0.05)
-        return condition()
-
-    def statuses(self) -> dict[str, object]:
-        latest: dict[str, object] = {}
-        for array in self.received["diagnostics"]:
-            for status in array.status:
-                latest[status.name] = status
-        return latest
-
-    def close(self) -> None:
-        self.executor.shutdown()
-        self.monitor.destroy_node()
-        self.peer.destroy_node()
 
 
 @pytest.fixture
