@@ -533,10 +533,10 @@ def _finite(data: Any) -> Any:
 class _Progress:
     """rich progress bars on a terminal, plain lines otherwise."""
 
-    def __init__(self, runs: Sequence[RunSpec], stream: Any = None) -> None:
+    def __init__(self, runs: Sequence[RunSpec], stream: Any = None, extra: int = 0) -> None:
         self.stream = stream or sys.stderr
         self.rich = None
-        self.total = len(runs)
+        self.total = len(runs) + extra
         self.done = 0
         if getattr(self.stream, "isatty", lambda: False)():
             from rich.console import Console
@@ -544,7 +544,7 @@ class _Progress:
 
             self.rich = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                                  TimeElapsedColumn(), console=Console(file=self.stream))
-            self.overall = self.rich.add_task("all runs", total=len(runs))
+            self.overall = self.rich.add_task("all runs", total=self.total)
             self.tasks = {run.name: self.rich.add_task(f"  {run.name}", total=1.0) for run in runs}
 
     def __enter__(self) -> _Progress:
@@ -648,7 +648,7 @@ def run_replay(request: ReplayRequest, stream: Any = None) -> int:
     runs, discovery_failures = discover_runs(request.inputs, config)
     single = len(runs) == 1 and not discovery_failures
     out_dirs = [out_dir] if single else [out_dir / run.name for run in runs]
-    progress = _Progress(runs, stream)
+    progress = _Progress(runs, stream, extra=len(discovery_failures))
     for failure in discovery_failures:
         progress.finished(failure)
     with progress:
