@@ -392,3 +392,19 @@ def test_config_dict_valued_engine_settings_keep_the_other_defaults() -> None:
     defaults = EngineConfig().events.min_duration_by_category
     config = replay_config_from_dict({"engine.events.min_duration_by_category.contact": 0.2})
     assert config.engine_config().events.min_duration_by_category == {**defaults, "contact": 0.2}
+
+
+def test_optional_topics_missing_give_warnings_and_strict_json(tmp_path: Path) -> None:
+    bag = write_synthetic_bag(tmp_path / "no_poses", SyntheticRun(duration_s=2.0, poses=False, commands=False,
+                                                                    joint_rate_hz=200.0, wrench_rate_hz=200.0))
+    assert _replay([bag], tmp_path / "out") == 0
+    text = (tmp_path / "out" / "summary.json").read_text()
+
+    def no_constants(name: str) -> None:
+        raise AssertionError(f"summary.json holds {name}")
+
+    summary = json.loads(text, parse_constant=no_constants)
+    assert "truth" not in summary and "scores" not in summary
+    assert summary["residuals"]["ee_position_rms_m"] is None
+    warned = " ".join(summary["warnings"])
+    assert "/sim/ee_pose" in warned and "/real/object_pose" in warned and "/sim/joint_trajectory" in warned

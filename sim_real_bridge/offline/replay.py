@@ -491,6 +491,7 @@ def replay_run(run: RunSpec, config: ReplayConfig, out_dir: Path | str,
         rtf = data_s / cpu_s if cpu_s > 0 else None
         data = _report_data(run.name, summary, outcome, run_summary, labels, warnings, rtf)
         write_report(out / REPORT_NAME, data)
+        summary = _finite(summary)
         _write_json(out / SUMMARY_NAME, summary)
         row = data.rollup_row()
         return RunResult(run.name, run.bags, True, None, str(out), summary, row, time.process_time() - started, data_s)
@@ -519,12 +520,14 @@ def _json_default(value: Any) -> Any:
 
 
 def _finite(data: Any) -> Any:
-    """JSON cannot hold NaN: replace non-finite floats with None."""
+    """JSON cannot hold NaN: replace non-finite floats with None (numpy scalars become Python)."""
+    if isinstance(data, (np.floating, np.integer, np.bool_)):
+        data = data.item()
     if isinstance(data, float):
         return data if math.isfinite(data) else None
     if isinstance(data, dict):
         return {k: _finite(v) for k, v in data.items()}
-    if isinstance(data, list):
+    if isinstance(data, (list, tuple)):
         return [_finite(v) for v in data]
     return data
 
