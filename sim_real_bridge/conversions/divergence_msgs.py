@@ -226,6 +226,9 @@ def _rosbags_class(typestore: Any, msgtype: str) -> type:
     for name, (node_type, spec) in typestore.fielddefs[msgtype][1]:
         if int(node_type) in (3, 4) and int(spec[0][0]) == 1 and spec[0][1][0] in _NUMPY_OF:
             numeric[name] = _NUMPY_OF[spec[0][1][0]]
+    if not numeric:
+        _CLASSES[key] = base
+        return base
 
     def __setattr__(self: Any, name: str, value: Any) -> None:  # noqa: N807
         dtype = numeric.get(name)
@@ -239,26 +242,55 @@ def _rosbags_class(typestore: Any, msgtype: str) -> type:
     return cls
 
 
-def rosbags_default(typestore: Any, msgtype: str) -> Any:
-    """A rosbags message of ``msgtype`` with every field at its ROS default (zeros, '', [])."""
-    _, field_defs = typestore.fielddefs[msgtype]
-    values = {}
-    for name, (node_type, spec) in field_defs:
+_PLANS: dict[tuple[int, str], tuple[type, list[tuple[str, int, Any, Any]]]] = {}
+
+
+def _plan(typestore: Any, msgtype: str) -> tuple[type, list[tuple[str, int, Any, Any]]]:
+    """How to build a default message of msgtype: (class, [(field, how, a, b)]), cached."""
+    key = (id(typestore), msgtype)
+    plan = _PLANS.get(key)
+    if plan is not None:
+        return plan
+    steps: list[tuple[str, int, Any, Any]] = []
+    for name, (node_type, spec) in typestore.fielddefs[msgtype][1]:
         kind = int(node_type)
-        if kind == 1:  # base type
-            values[name] = _base_default(spec[0])
+        if kind == 1:  # base type: an immutable default
+            steps.append((name, 0, _base_default(spec[0]), None))
         elif kind == 2:  # nested message
-            values[name] = rosbags_default(typestore, spec)
+            steps.append((name, 1, spec, None))
         else:  # 3 array (fixed length), 4 sequence
             (elem_kind, elem_spec), length = spec
             count = int(length) if kind == 3 else 0
             if int(elem_kind) == 1 and elem_spec[0] in _NUMPY_OF:
-                values[name] = np.zeros(count, dtype=_NUMPY_OF[elem_spec[0]])
+                steps.append((name, 2, count, _NUMPY_OF[elem_spec[0]]))
             elif int(elem_kind) == 1:
-                values[name] = [_base_default(elem_spec[0]) for _ in range(count)]
+                steps.append((name, 3, count, _base_default(elem_spec[0])))
             else:
-                values[name] = [rosbags_default(typestore, elem_spec) for _ in range(count)]
-    return _rosbags_class(typestore, msgtype)(**values)
+                steps.append((name, 4, count, elem_spec))
+    plan = (_rosbags_class(typestore, msgtype), steps)
+    _PLANS[key] = plan
+    return plan
+
+
+def rosbags_default(typestore: Any, msgtype: str) -> Any:
+    """A rosbags message of ``msgtype`` with every field at its ROS default (zeros, '', [])."""
+    cls, steps = _plan(typestore, msgtype)
+    values: dict[str, Any] = {}
+    for name, how, a, b in steps:
+        if how == 0:
+            values[name] = a
+        elif how == 1:
+            values[name] = rosbags_default(typestore, a)
+        elif how == 2:
+            values[name] = np.zeros(a, dtype=b)
+        elif how == 3:
+            values[name] = [b] * a
+        else:
+            values[name] = [rosbags_default(typestore, b) for _ in range(a)]
+    # Every field is set here, so the dataclass __init__ (and its checks) can be skipped.
+    msg = cls.__new__(cls)
+    msg.__dict__.update(values)
+    return msg
 
 
 class _RosbagsFactory:
