@@ -76,6 +76,10 @@ class AttributionConfig:
         object_error_m: object position error (real vs sim) needed for object_slip.
         object_slip_speed_m_s: growth rate of the object error, with the sim in free
             space (nothing modelled touches the object), that is a slip.
+        object_drift_m: once the object has wandered this far on its own, contact
+            residuals are consequences of the slip (unauthored), not contact modelling.
+        object_slip_linger_s: such contact residuals count as the slip while it was seen
+            this recently; later they are a known consequence and raise nothing.
         unexplained_residual_rad: residual the fit cannot explain that is unauthored.
         unexplained_min_s: how long the unexplained residual must persist.
         sensor_recovery_s: residual-based categories stay suppressed this long after an
@@ -92,21 +96,23 @@ class AttributionConfig:
     dynamics_max_delay_s: float = 0.25
     dynamics_max_gain_dev: float = 0.6
     effort_residual_nm: float = 4.0
-    contact_force_n: float = 3.0
-    contact_force_rel: float = 0.25
+    contact_force_n: float = 2.0
+    contact_force_rel: float = 0.05
     contact_torque_nm: float = 0.6
     contact_recent_s: float = 0.3
     human_force_n: float = 4.0
     felt_min_nm: float = 1.0
     felt_lever_m: float = 0.15
     external_stiffness_nm_per_rad: float = 400.0
-    ft_unfelt_force_n: float = 1.5
+    ft_unfelt_force_n: float = 0.8
     payload_vertical_cos: float = 0.9
     obstacle_ee_error_m: float = 0.012
     blocked_speed_ratio: float = 0.3
     stall_min_s: float = 0.2
-    object_error_m: float = 0.005
+    object_error_m: float = 0.003
     object_slip_speed_m_s: float = 0.004
+    object_drift_m: float = 0.004
+    object_slip_linger_s: float = 3.0
     unexplained_residual_rad: float = 0.05
     unexplained_min_s: float = 1.0
     sensor_recovery_s: float = 1.0
@@ -179,6 +185,7 @@ class TickFeatures:
     object_error_m: float = float("nan")
     object_tool_error_m: float = float("nan")
     object_error_speed_m_s: float = float("nan")
+    object_free_drift_m: float = 0.0
     stalled_joints: tuple[str, ...] = ()
     stall_s: float = 0.0
     fit: DelayFit | None = None
@@ -263,7 +270,16 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             # 2. contact: modelled contact, force residual beyond what the model predicts
             thr = cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n
             s = max(_ramp(f.force_residual_n, thr), _ramp(f.torque_residual_nm, cfg.contact_torque_nm))
-            if felt or s < cfg.active_score:
+            slip_recent = (f.last_kind.get("unauthored") == "object_slip"
+                           and f.since_active_s.get("unauthored", float("inf")) <= cfg.object_slip_linger_s)
+            if s >= cfg.active_score and felt and f.object_free_drift_m >= cfg.object_drift_m:
+                # the object is not where the sim has it (it slipped): contact differs as a
+                # result; after the slip has stopped this is no new gap, so it is not reported
+                scores["unauthored"] = s if slip_recent else 0.0
+                kinds["unauthored"] = "object_slip"
+                evidence["unauthored"] = {"object_free_drift_m": f"{f.object_free_drift_m:.3f}",
+                                          "force_residual_n": f"{f.force_residual_n:.2f}"}
+            elif felt or s < cfg.active_score:
                 scores["contact"] = s
                 kinds["contact"] = "contact"
                 evidence["contact"] = {
@@ -289,7 +305,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             scores["unauthored"] = min(1.0, 0.5 + f.stall_s)
             kinds["unauthored"] = "joint_stall"
             evidence["unauthored"] = {"stalled": ",".join(f.stalled_joints), "stall_s": f"{f.stall_s:.2f}"}
-        if (np.isfinite(f.object_error_m) and np.isfinite(f.object_error_speed_m_s) and free
+        if (np.isfinite(f.object_error_m) and np.isfinite(f.object_error_speed_m_s) and free and not f.real_contact
                 and scores["unauthored"] < cfg.active_score and f.object_error_m >= cfg.object_error_m
                 and f.object_error_speed_m_s >= cfg.object_slip_speed_m_s):
             # the real object moves away from the sim's while nothing the sim models touches it

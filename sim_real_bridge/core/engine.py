@@ -480,6 +480,8 @@ class DivergenceEngine:
         self._unexplained_s = 0.0
         self._last_untrusted_ns: int | None = None
         self._obj_hist: deque = deque()
+        self._obj_free_drift_m = 0.0
+        self._obj_last_err: np.ndarray | None = None
         self._last_active_ns: dict[str, int] = {}
         self._last_kind: dict[str, str] = {}
         self._fit: DelayFit | None = None
@@ -725,8 +727,15 @@ class DivergenceEngine:
             t_old, e_old = self._obj_hist[0]
             if t - t_old >= lag_ns // 2:
                 obj_speed = float(np.linalg.norm(err_vec - e_old)) / ((t - t_old) * 1e-9)
+            # How far the object wandered on its own (nothing the sim models touching it).
+            if obj_err < cfg.attribution.object_error_m:
+                self._obj_free_drift_m = 0.0
+            elif not sim_contact_recent and self._obj_last_err is not None:
+                self._obj_free_drift_m += float(np.linalg.norm(err_vec - self._obj_last_err))
+            self._obj_last_err = err_vec
         else:
             self._obj_hist.clear()
+            self._obj_last_err = None
 
         # smoothed residual magnitudes
         if joints_valid:
@@ -816,6 +825,7 @@ class DivergenceEngine:
             object_error_m=obj_err,
             object_tool_error_m=obj_tool_err,
             object_error_speed_m_s=obj_speed,
+            object_free_drift_m=self._obj_free_drift_m,
             stalled_joints=stalled,
             stall_s=stall_s,
             fit=self._fit,

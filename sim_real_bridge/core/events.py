@@ -25,14 +25,15 @@ class EventConfig:
             this does not restart the min_duration clock.
         update_period_s: minimum spacing of "update" records of one open event.
         min_duration_by_category: per-category overrides of min_duration_s (a human
-            load needs a little longer: an obstacle first touching a link looks the same).
+            load needs a little longer: an obstacle first touching a link looks the same;
+            a contact residual too: a slick object pushed by the tool shows brief ones).
     """
 
     min_duration_s: float = 0.2
     heal_s: float = 1.0
     gap_tolerance_s: float = 0.1
     update_period_s: float = 1.0
-    min_duration_by_category: dict[str, float] = field(default_factory=lambda: {"human": 0.3})
+    min_duration_by_category: dict[str, float] = field(default_factory=lambda: {"human": 0.3, "contact": 0.3})
 
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid field."""

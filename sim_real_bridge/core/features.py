@@ -116,13 +116,19 @@ class StreamHealth:
         self._marks: deque[tuple[int, str, float]] = deque()
         self._gaps: deque[tuple[int, int]] = deque()
         self._frozen_start_ns: int | None = None
+        self._period_cache: float | None = None
+        self._since_period = 0
 
     @property
     def period_s(self) -> float | None:
         """Learned expected sample period, or None before two samples."""
         if not self._intervals_s:
             return None
-        return max(self.config.min_period_s, float(np.median(self._intervals_s)))
+        # The median is refreshed every few intervals: it moves slowly and costs O(n).
+        if self._period_cache is None or self._since_period >= 16:
+            self._period_cache = max(self.config.min_period_s, float(np.median(self._intervals_s)))
+            self._since_period = 0
+        return self._period_cache
 
     def reset_stamps(self) -> None:
         """Forget stamp history (after a clock reset on this side)."""
@@ -149,6 +155,7 @@ class StreamHealth:
                 period = self.period_s
                 if period is None or ds < cfg.dropout_periods * period:
                     self._intervals_s.append(ds)
+                    self._since_period += 1
         self._delays_s.append((recv_ns - stamp_ns) * 1e-9)
         self._last_stamp_ns = stamp_ns
         if self._last_time_ns is not None:
