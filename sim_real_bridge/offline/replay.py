@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import os
 import sys
 import time
@@ -591,7 +592,9 @@ def run_jobs(runs: Sequence[RunSpec], config: ReplayConfig, out_dirs: Sequence[P
             if progress is not None:
                 progress.finished(results[i])
     else:
-        with ProcessPoolExecutor(max_workers=min(workers, len(runs))) as pool:
+        # forkserver: workers never fork this process, whose progress thread may hold locks.
+        context = multiprocessing.get_context("forkserver")
+        with ProcessPoolExecutor(max_workers=min(workers, len(runs)), mp_context=context) as pool:
             futures = {pool.submit(replay_run, run, config, out): i
                        for i, (run, out) in enumerate(zip(runs, out_dirs, strict=True))}
             for future in as_completed(futures):
