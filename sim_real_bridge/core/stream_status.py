@@ -33,6 +33,7 @@ class StreamStatus:
     last_problem_ns: int | None = None
     period_ns: float | None = None
     stale_episodes: int = 0
+    last_stamp_ns: int | None = None
     _was_stale: bool = False
 
     def on_message(self, recv_ns: int) -> None:
@@ -48,6 +49,16 @@ class StreamStatus:
         self.last_recv_ns = recv_ns
         self.count += 1
         self._was_stale = False
+
+    def stamp_went_backwards(self, stamp_ns: int) -> bool:
+        """Note the stamp of a message taken in; True when it is older than the previous one.
+
+        Compared with the previous stamp, not the newest, so a clock reset is flagged
+        once rather than until the stamps catch up again.
+        """
+        backwards = self.last_stamp_ns is not None and stamp_ns < self.last_stamp_ns
+        self.last_stamp_ns = stamp_ns
+        return backwards
 
     def on_problem(self, reason: str, recv_ns: int, refused: bool) -> None:
         """A message was refused (``refused``) or flagged for the given reason."""

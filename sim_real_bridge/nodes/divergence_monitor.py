@@ -163,7 +163,11 @@ class DivergenceMonitor(Node):
         self._pub_summary = self.create_publisher(srb_msgs.DivergenceSummary, "/divergence/summary", OUTPUT_QOS)
         self._pub_markers = self.create_publisher(viz_msgs.MarkerArray, "/divergence/markers", OUTPUT_QOS)
 
+        self._clock_shift_ns = 0
+        self._last_clock_ns: int | None = None
+        self.clock_jumps = 0
         self._snapshot_error: str | None = None
+        self._snapshot_notice: Any | None = None
         self._capture: FailureCapture | None = None
         try:
             self._capture = FailureCapture(
@@ -212,7 +216,21 @@ class DivergenceMonitor(Node):
 
     # ------------------------------------------------------------------ input
     def _now_ns(self) -> int:
-        return self.get_clock().now().nanoseconds
+        """Node time, kept monotonic: a clock jumping back (simulator reset) shifts it forward.
+
+        The engine then sees continuous receive times while the stamps jump, which its
+        clock map treats as a clock reset per side (counted, offset re-learnt, no gap).
+        """
+        raw_ns = self.get_clock().now().nanoseconds
+        if self._last_clock_ns is not None and raw_ns < self._last_clock_ns:
+            self._clock_shift_ns += self._last_clock_ns - raw_ns
+            self.clock_jumps += 1
+            self.get_logger().warning(
+                f"clock jumped back by {(self._last_clock_ns - raw_ns) * 1e-9:.3f} s (simulator reset?); "
+                "analysis continues on a shifted time base"
+            )
+        self._last_clock_ns = raw_ns
+        return raw_ns + self._clock_shift_ns
 
     def _problem(self, topic: str, reason: str, recv_ns: int, refused: bool, detail: str = "") -> None:
         self._status[topic].on_problem(reason, recv_ns, refused)
@@ -262,6 +280,9 @@ class DivergenceMonitor(Node):
             stamp_ns, frame_id, position, quat = pose_to_arrays(msg)
             problem = intake.feed_pose(self._engine, self._intake, side, stream, stamp_ns, recv_ns, frame_id,
                                        position, quat)
+        accepted = problem is None or not problem.refused
+        if accepted and self._status[topic].stamp_went_backwards(stamp_ns) and problem is None:
+            problem = intake.Problem(validation.STAMP_BACKWARDS, False, f"stamp {stamp_ns} ns")
         if problem is not None:
             self._problem(topic, problem.reason, recv_ns, refused=problem.refused, detail=problem.detail)
 
@@ -319,10 +340,18 @@ class DivergenceMonitor(Node):
         notice = EventRecord(id="snapshot_failure", category="", kind="snapshot_failed", severity=1.0,
                              start_ns=now_ns, end_ns=now_ns, open=False, action=ACTION_CLOSE,
                              evidence={"error": error})
-        self._pub_events.publish(convert.gap_event_msg(srb_msgs, KeyValue, notice, now_ns))
+        self._snapshot_notice = convert.gap_event_msg(srb_msgs, KeyValue, notice, now_ns)
+        self._publish_snapshot_notice()
+
+    def _publish_snapshot_notice(self) -> None:
+        # A failure at start-up happens before anyone subscribed; keep the notice until then.
+        if self._snapshot_notice is not None and self._pub_events.get_subscription_count() > 0:
+            self._pub_events.publish(self._snapshot_notice)
+            self._snapshot_notice = None
 
     def _on_tick(self) -> None:
         now_ns = self._now_ns()
+        self._publish_snapshot_notice()
         self._publish(self._engine.tick(now_ns), now_ns)
         if self._capture is not None:
             for result in self._capture.poll(now_ns):
@@ -349,7 +378,8 @@ class DivergenceMonitor(Node):
     def _alignment_diagnostic(self) -> Any:
         record = self._engine.summary(self._now_ns())
         values = {"clock_offset_s": record.clock_offset_s, "latency_s": record.latency_s,
-                  "clock_resets": record.clock_resets, "events": record.event_count,
+                  "clock_resets": record.clock_resets, "clock_jumps": self.clock_jumps,
+                  "events": record.event_count,
                   "rejected": record.rejected_count}
         values.update({f"rejected.{k}": v for k, v in sorted(record.rejected_by_reason.items())})
         level = OK if self._engine.analysis_count else WARN
@@ -384,6 +414,7 @@ class DivergenceMonitor(Node):
             topic: dict(status.refused) for topic, status in self._status.items() if status.refused
         }
         summary["snapshot_error"] = self._snapshot_error
+        summary["timing"]["clock_jumps"] = self.clock_jumps
         path = self._output_dir / SUMMARY_FILE
         partial = path.with_name(f".{path.name}.partial")
         partial.write_text(json.dumps(summary, indent=2, default=float))
