@@ -408,3 +408,18 @@ def test_optional_topics_missing_give_warnings_and_strict_json(tmp_path: Path) -
     assert summary["residuals"]["ee_position_rms_m"] is None
     warned = " ".join(summary["warnings"])
     assert "/sim/ee_pose" in warned and "/real/object_pose" in warned and "/sim/joint_trajectory" in warned
+
+
+def test_recording_warnings_name_lag_and_missing_samples(reference: tuple[Path, dict]) -> None:
+    from sim_real_bridge.offline.replay import recording_warnings
+
+    assert reference[1]["warnings"] == []
+    stamps = np.arange(1000, dtype=np.int64) * 2_000_000 + 10**18
+    recv = stamps + 300_000
+    assert recording_warnings("/sim/joint_states", stamps, recv) == []
+    lagging = recv + np.where(np.arange(1000) > 500, 1_500_000_000, 0)
+    kept = np.r_[0:400, 600:1000]
+    warnings = recording_warnings("/sim/joint_states", stamps[kept], lagging[kept])
+    assert len(warnings) == 2
+    assert re.match(r"/sim/joint_states: receive lag varies by 1\.500 s", warnings[0])
+    assert re.match(r"/sim/joint_states: about 200 samples missing from 800", warnings[1])

@@ -277,6 +277,8 @@ def _read_streams(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns
         frames: Any = getattr(col, "frame_id", "")
         if stream != "joint_states" and kind in frames_needed:
             frames = [m.header.frame_id for _, m in bags.iter_messages(topic, start_ns, stop_ns)]
+        if stream in ("joint_states", "wrench"):
+            warnings.extend(recording_warnings(topic, col.stamp_ns, col.recv_ns))
         if stream == "joint_states":
             streams.append(JointStream(side, col.recv_ns, col.stamp_ns, col.names, col.position, col.velocity,
                                        col.effort))
@@ -295,6 +297,34 @@ def _read_streams(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns
 
     streams.sort(key=key)
     return streams, wanted
+
+
+#: Receive-time lag spread (p99 above the minimum) beyond which a recording is suspect.
+LAG_WARNING_S = 0.1
+
+
+def recording_warnings(topic: str, stamp_ns: np.ndarray, recv_ns: np.ndarray) -> list[str]:
+    """Signs that the recorder fell behind: receive lag that swings, stamps missing.
+
+    A bag whose log times lag the stamps by a varying amount, or that misses samples,
+    holds another stream than the live monitor received, so replay cannot repeat it.
+    """
+    out: list[str] = []
+    if len(stamp_ns) < 3:
+        return out
+    lag_s = (np.asarray(recv_ns) - np.asarray(stamp_ns)) * 1e-9
+    spread = float(np.percentile(lag_s, 99) - lag_s.min())
+    if spread > LAG_WARNING_S:
+        out.append(f"{topic}: receive lag varies by {spread:.3f} s (p99 above min): the recorder fell behind")
+    steps = np.diff(np.sort(np.asarray(stamp_ns)))
+    steps = steps[steps > 0]
+    if steps.size:
+        period = float(np.median(steps))
+        missing = int(np.sum(np.maximum(0, np.round(steps / period) - 1)))
+        if missing > 0.01 * len(stamp_ns):
+            out.append(f"{topic}: about {missing} samples missing from {len(stamp_ns)} (stamp gaps): "
+                       "dropped by the recorder or never sent")
+    return out
 
 
 def _read_truth(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns: int | None) -> Any:
