@@ -41,8 +41,17 @@ REAL_CLOCK_OFFSET_NS = 1_234_567_890_123  # the real robot's clock runs elsewher
 MONITOR_EPOCH_NS = 1_700_000_000_000_000_000
 
 
-def simulate(scenario_path: Path, seed_offset: int = 0) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Run sim and stand-in side by side; return (messages in receive order, meta)."""
+def simulate(
+    scenario_path: Path, seed_offset: int = 0, cmd_delay_ms: int | None = None, recv_jitter_ms: float = 0.4
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run sim and stand-in side by side; return (messages in receive order, meta).
+
+    Args:
+        scenario_path: scenario YAML.
+        seed_offset: varies the transport randomness.
+        cmd_delay_ms: how much later the stand-in hears each command (None: 0-2 ms at random).
+        recv_jitter_ms: mean of the exponential part of the receive delays.
+    """
     from sim_real_bridge.sim.physics import ArmPhysics
     from sim_real_bridge.sim.reality import RealityModel
     from sim_real_bridge.sim.robot import SimulatedRobot
@@ -61,7 +70,10 @@ def simulate(scenario_path: Path, seed_offset: int = 0) -> tuple[list[dict[str, 
     pre_roll_ns = 500_000_000  # streams flow before the first command
     end_ns = pre_roll_ns + int(round(scenario.duration_s * 1e9))
     pending_sim = [(pre_roll_ns + off, traj) for off, traj in program.segments]
-    cmd_delay_ns = int(rng.integers(0, 3)) * step_ns  # the stand-in hears commands 0-2 ms later
+    if cmd_delay_ms is None:
+        cmd_delay_ns = int(rng.integers(0, 3)) * step_ns  # the stand-in hears commands 0-2 ms later
+    else:
+        cmd_delay_ns = int(cmd_delay_ms) * step_ns
     pending_real = [(t + cmd_delay_ns, traj) for t, traj in pending_sim]
     messages: list[dict[str, Any]] = []
 
@@ -71,7 +83,7 @@ def simulate(scenario_path: Path, seed_offset: int = 0) -> tuple[list[dict[str, 
         for s in samples:
             stamp = s.stamp_ns + (REAL_CLOCK_OFFSET_NS if side == "real" else 0)
             # One writer per topic: DDS delivers in order, so delays queue (FIFO).
-            recv = MONITOR_EPOCH_NS + true_ns + int(1_000_000 + rng.exponential(400_000))
+            recv = MONITOR_EPOCH_NS + true_ns + int(1_000_000 + rng.exponential(recv_jitter_ms * 1e6))
             recv = max(recv, last_recv.get((side, s.stream), 0) + 1)
             last_recv[(side, s.stream)] = recv
             v = s.values
@@ -104,8 +116,10 @@ def simulate(scenario_path: Path, seed_offset: int = 0) -> tuple[list[dict[str, 
     return messages, meta
 
 
-def load_or_simulate(path: Path, cache: Path | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Simulate a scenario, or read the cached run of the same file content."""
+def load_or_simulate(
+    path: Path, cache: Path | None, cmd_delay_ms: int | None = None, recv_jitter_ms: float = 0.4
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Simulate a scenario, or read the cached run of the same inputs."""
     if cache is not None:
         import hashlib
 
@@ -115,12 +129,13 @@ def load_or_simulate(path: Path, cache: Path | None) -> tuple[list[dict[str, Any
             if source.suffix in (".py", ".xml"):
                 h.update(source.read_bytes())
         h.update(Path(__file__).read_bytes())
+        h.update(repr((cmd_delay_ms, recv_jitter_ms)).encode())
         digest = h.hexdigest()[:12]
         cached = cache / f"{path.stem}-{digest}.pkl"
         if cached.exists():
             with cached.open("rb") as fh:
                 return pickle.load(fh)
-    result = simulate(path)
+    result = simulate(path, cmd_delay_ms=cmd_delay_ms, recv_jitter_ms=recv_jitter_ms)
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)
         with cached.open("wb") as fh:
@@ -182,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="scenario files or directories")
     parser.add_argument("--cache", type=Path, default=None, help="cache simulated runs here")
     parser.add_argument("--only", nargs="*", default=None, help="scenario stems to run")
+    parser.add_argument("--cmd-delay-ms", type=int, default=None,
+                        help="the stand-in hears commands this much later (default: 0-2 ms at random)")
+    parser.add_argument("--recv-jitter-ms", type=float, default=0.4, help="mean receive-delay jitter")
     args = parser.parse_args(argv)
     paths: list[Path] = []
     for p in args.scenarios:
@@ -191,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, Any]] = {}
     started = time.perf_counter()
     for path in paths:
-        messages, meta = load_or_simulate(path, args.cache)
+        messages, meta = load_or_simulate(path, args.cache, args.cmd_delay_ms, args.recv_jitter_ms)
         res = evaluate(messages, meta)
         res["duration_s"] = meta["duration_s"]
         results[f"{path.parent.name}/{path.stem}"] = res

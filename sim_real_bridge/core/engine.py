@@ -107,6 +107,8 @@ class EngineConfig:
         ledger_force_scale_n: force residual scale of the ledger energy.
         compensate_latency: remove the estimated latency from the published residuals.
         max_backlog_s: analysis never lags ``now`` by more than this (skips ahead).
+        stats_max_samples: analysis ticks kept for the max/p95 figures of run_summary
+            (rms figures cover the whole run).
         features: stream health thresholds.
         attribution: attribution thresholds.
         events: event debouncing.
@@ -143,6 +145,7 @@ class EngineConfig:
     ledger_force_scale_n: float = 2.0
     compensate_latency: bool = False
     max_backlog_s: float = 3.0
+    stats_max_samples: int = 180_000
     features: FeatureConfig = field(default_factory=FeatureConfig)
     attribution: AttributionConfig = field(default_factory=AttributionConfig)
     events: EventConfig = field(default_factory=EventConfig)
@@ -490,10 +493,14 @@ class DivergenceEngine:
         self._next_pose_ns: int | None = None
         self._next_contact_ns: int | None = None
         # run statistics
-        self._q_abs: list[np.ndarray] = []
-        self._ee_err_sq: list[float] = []
-        self._force_free: list[float] = []
-        self._force_contact: list[float] = []
+        # Run statistics: running sums for the rms figures; bounded sample history for
+        # max/percentiles (the last stats_max_samples analysis ticks).
+        keep = int(cfg.stats_max_samples)
+        self._q_abs: deque = deque(maxlen=keep)
+        self._ee_err_sq: deque = deque(maxlen=keep)
+        self._force_free: deque = deque(maxlen=keep)
+        self._force_contact: deque = deque(maxlen=keep)
+        self._sums = {"q_sq": 0.0, "q_n": 0, "ee_sq": 0.0, "ee_n": 0, "f_sq": 0.0, "f_n": 0}
         self._calib_sim: list[np.ndarray] = []
         self._calib_real: list[np.ndarray] = []
         self._last_attribution_top = "none"
@@ -853,13 +860,19 @@ class DivergenceEngine:
         self._ledger.add(t, verdict.top, energy)
         if joints_valid:
             self._q_abs.append(np.abs(q_res))
+            self._sums["q_sq"] += float(np.sum(q_res ** 2))
+            self._sums["q_n"] += q_res.size
             if len(self._calib_sim) < 200_000:
                 self._calib_sim.append(sim_row[:j].copy())
                 self._calib_real.append(real_row[:j].copy())
         if np.isfinite(ee_err_norm):
             self._ee_err_sq.append(ee_err_norm ** 2)
+            self._sums["ee_sq"] += ee_err_norm ** 2
+            self._sums["ee_n"] += 1
         if wrench_valid:
             (self._force_contact if self._contact["sim"] else self._force_free).append(force_norm)
+            self._sums["f_sq"] += force_norm ** 2
+            self._sums["f_n"] += 1
 
         # records
         latency_s, latency_std_s = self._latency()
@@ -1010,10 +1023,10 @@ class DivergenceEngine:
     def summary(self, now_ns: int) -> SummaryRecord:
         """Ledger, rms figures, counts and timing at now_ns."""
         rows, un_run, un_win = self._ledger.rows()
-        q_rms = float(np.sqrt(np.mean(np.square(self._q_abs)))) if self._q_abs else 0.0
-        ee_rms = float(np.sqrt(np.mean(self._ee_err_sq))) if self._ee_err_sq else 0.0
-        forces = self._force_free + self._force_contact
-        f_rms = float(np.sqrt(np.mean(np.square(forces)))) if forces else 0.0
+        sums = self._sums
+        q_rms = math.sqrt(sums["q_sq"] / sums["q_n"]) if sums["q_n"] else 0.0
+        ee_rms = math.sqrt(sums["ee_sq"] / sums["ee_n"]) if sums["ee_n"] else 0.0
+        f_rms = math.sqrt(sums["f_sq"] / sums["f_n"]) if sums["f_n"] else 0.0
         latency_s, _ = self._latency()
         offset_s, _ = self._offset()
         return SummaryRecord(
@@ -1082,7 +1095,8 @@ class DivergenceEngine:
                     "p95_rad": float(np.percentile(col, 95)),
                 }
 
-        def _stats(values: list[float]) -> dict[str, Any]:
+        def _stats(values: Iterable[float]) -> dict[str, Any]:
+            values = list(values)
             if not values:
                 return {"samples": 0, "rms_n": None, "max_n": None, "p95_n": None}
             a = np.asarray(values)
