@@ -323,7 +323,10 @@ def _bad_streams() -> list:
         frames = ["tool0"] * n
         if side == "real":
             frames[400:410] = ["base"] * 10
-        streams.append(WrenchStream(side, stamps + lag + 10, stamps, frames, force, rng.normal(size=(n, 3))))
+        w_stamps = stamps.copy()
+        if side == "real":
+            w_stamps[[450, 451]] = w_stamps[[451, 450]]
+        streams.append(WrenchStream(side, stamps + lag + 10, w_stamps, frames, force, rng.normal(size=(n, 3))))
         pos = np.tile([0.4, 0.0, 0.3], (n // 5, 1))
         if side == "real":
             pos[20:22] = np.nan
@@ -349,6 +352,7 @@ def test_vectorized_intake_equals_the_per_message_intake(frames: dict) -> None:
     (summary_v, problems_v, joints_v), (summary_p, problems_p, joints_p) = results
     assert problems_v == problems_p
     assert set(problems_v["real/joint_states"]) == {"zero_stamp", "future_stamp", "non_finite", "unknown_joint"}
+    assert problems_v["real/wrench"]["stamp_backwards"] == 1
     assert summary_v["counts"] == summary_p["counts"] and summary_v["residuals"] == summary_p["residuals"]
     assert summary_v["events"] == summary_p["events"]
     np.testing.assert_array_equal(joints_v, joints_p)

@@ -243,6 +243,8 @@ def replay_columns(
             raise ConfigError(f"unknown stream type {type(stream).__name__}")
         feeders.append(feed)
 
+    stamp_lists = [None if isinstance(st, CommandStream) else np.asarray(st.stamp_ns).tolist() for st in streams]
+    last_stamps: list[int | None] = [None] * len(streams)
     next_tick: int | None = None
     next_summary: int | None = None
 
@@ -267,7 +269,16 @@ def replay_columns(
             tick(next_tick)
             next_tick += period_ns
         k = id_list[n]
-        problem = feeders[k](row_list[n], recv)
+        row = row_list[n]
+        problem = feeders[k](row, recv)
+        stamps_k = stamp_lists[k]
+        if stamps_k is not None and (problem is None or not problem.refused):
+            # As the node's StreamStatus: an accepted stamp older than the previous one is flagged.
+            stamp = stamps_k[row]
+            previous = last_stamps[k]
+            last_stamps[k] = stamp
+            if problem is None and previous is not None and stamp < previous:
+                problem = intake.Problem(validation.STAMP_BACKWARDS, False, f"stamp {stamp} ns")
         if problem is not None:
             key = stream_keys[k]
             topic = topic_names.get(key, f"{key[0]}/{key[1]}")
