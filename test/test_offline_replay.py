@@ -427,3 +427,29 @@ def test_recording_warnings_name_lag_and_missing_samples(reference: tuple[Path, 
     assert len(warnings) == 2
     assert re.match(r"/sim/joint_states: receive lag varies by 1\.500 s", warnings[0])
     assert re.match(r"/sim/joint_states: about 200 samples missing from 800", warnings[1])
+
+
+# ------------------------------------------------------------------ shared summary (demo and replay)
+def test_truth_collector_deduplicates_and_clips_to_the_run() -> None:
+    from sim_real_bridge.core.summary import TruthCollector
+
+    labels = TruthCollector()
+    push = {"category": "human", "kind": "push", "start_s": 5.0, "end_s": 12.0, "active": False}
+    late = {"category": "contact", "kind": "friction", "start_s": 30.0, "end_s": 40.0, "active": False}
+    labels.add(4.0, [push, late])
+    labels.add(6.0, [{**push, "active": True}, late])
+    assert labels.elapsed_s == 6.0 and labels.active == ["human/push"]
+    assert labels.truth(10.0) == [{"category": "human", "kind": "push", "start_s": 5.0, "end_s": 10.0}]
+
+
+def test_build_summary_scores_only_with_truth() -> None:
+    from sim_real_bridge.core.summary import build_summary
+
+    monitor = {"events": [{"category": "human", "start_s": 5.2, "end_s": 9.0}], "timing": {"latency_s": 0.01},
+               "residuals": {"joints": {}}, "calibration": [], "counts": {"rejected": {"real/wrench: zero_stamp": 2}}}
+    without = build_summary(monitor, scenario="bag", duration_s=12.0, truth=None)
+    assert "truth" not in without and "scores" not in without
+    assert without["rejected"] == {"real/wrench: zero_stamp": 2}
+    truth = [{"category": "human", "kind": "push", "start_s": 5.0, "end_s": 10.0}]
+    scored = build_summary(monitor, scenario="s", duration_s=12.0, truth=truth, extra={"bags": ["b"]})
+    assert scored["scores"]["per_category"]["human"]["recall"] == 1.0 and scored["bags"] == ["b"]
