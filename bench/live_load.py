@@ -1,0 +1,341 @@
+#!/usr/bin/env python3
+"""Live load: the divergence_monitor against a bare rclpy subscriber at 4 x 1 kHz.
+
+One run, three processes besides this one:
+
+- a publisher playing both robots: ``/sim`` and ``/real`` 7-joint ``joint_states`` and
+  ``wrench``, each at 1 kHz (4000 messages/s), stamped with the system time at
+  publication; it reports how many it published and the rate it achieved;
+- a bare rclpy subscriber on the same four topics with the monitor's input QoS
+  (best effort, depth 500), which only counts messages: the baseline;
+- the monitor itself (``python -m sim_real_bridge.nodes.divergence_monitor``).
+
+The publisher runs twice for the same duration, once with the baseline listening and
+once with the monitor; each listener's CPU time (user + system, from
+``/proc/<pid>/stat``) over its publishing window gives ``monitor_cpu_over_bare``.
+
+``dropped``: messages published minus messages the monitor took in (accepted, i.e.
+``messages - refused`` of each input stream's /diagnostics status, read after the
+publisher stopped).
+
+``p99_latency_ms``: for each ``/divergence/joints`` message received by this process,
+its arrival time (system clock) minus its stamp t. The stamp is a grid time on the
+monitor clock; the engine analyses t only once both sides hold a sample mapped at or
+after t, and a sample's mapped time never exceeds its receive time (the offset is the
+lower envelope of receive minus stamp), so the later arrival of the pair covering t
+is at or after t: arrival minus t is an upper bound of the latency from the later
+arrival of the matched pair to the divergence message (it also includes the output's
+own transport to this process). All processes share the system clock.
+
+Usage: ``python bench/live_load.py [--json] [--duration-s 20] [--rate-hz 1000]``.
+DDS is pinned to localhost; ROS_DOMAIN_ID defaults to 109 unless set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TOPICS = ("/sim/joint_states", "/real/joint_states", "/sim/wrench", "/real/wrench")
+N_JOINTS = 7
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env.pop("ROS_LOCALHOST_ONLY", None)
+    env.setdefault("ROS_DOMAIN_ID", "109")
+    env["PYTHONPATH"] = f"{REPO}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    return env
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process, from /proc/<pid>/stat."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+# ------------------------------------------------------------------ roles (child processes)
+def run_publisher(duration_s: float, rate_hz: float) -> None:
+    """Publish both robots' streams at rate_hz each for duration_s; print counts as JSON."""
+    import math
+
+    import rclpy
+    from geometry_msgs.msg import WrenchStamped
+    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import JointState
+
+    rclpy.init()
+    node = rclpy.create_node("live_load_publisher")
+    qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=50, reliability=ReliabilityPolicy.BEST_EFFORT)
+    names = [f"joint{i}" for i in range(1, N_JOINTS + 1)]
+    pubs = {}
+    msgs = {}
+    for side in ("sim", "real"):
+        pubs[(side, "js")] = node.create_publisher(JointState, f"/{side}/joint_states", qos)
+        pubs[(side, "w")] = node.create_publisher(WrenchStamped, f"/{side}/wrench", qos)
+        js = JointState()
+        js.name = names
+        msgs[(side, "js")] = js
+        w = WrenchStamped()
+        w.header.frame_id = "ft_sensor"
+        msgs[(side, "w")] = w
+    # Wait for the listener to match every topic (discovery), at most 10 s.
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and any(p.get_subscription_count() == 0 for p in pubs.values()):
+        time.sleep(0.05)
+    print(json.dumps({"ready": True}), flush=True)
+    period_ns = int(1e9 / rate_hz)
+    count = 0
+    start = time.monotonic_ns()
+    end = start + int(duration_s * 1e9)
+    while True:
+        now = time.monotonic_ns()
+        if now >= end:
+            break
+        due = (now - start) // period_ns + 1
+        while count < due:
+            stamp_ns = time.time_ns()
+            sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+            t = count / rate_hz
+            q = [0.3 * math.sin(t + i) for i in range(N_JOINTS)]
+            qd = [0.3 * math.cos(t + i) for i in range(N_JOINTS)]
+            for side in ("sim", "real"):
+                js = msgs[(side, "js")]
+                js.header.stamp.sec, js.header.stamp.nanosec = sec, nanosec
+                js.header.frame_id = str(count)
+                js.position = q
+                js.velocity = qd
+                js.effort = q
+                pubs[(side, "js")].publish(js)
+                w = msgs[(side, "w")]
+                w.header.stamp.sec, w.header.stamp.nanosec = sec, nanosec
+                w.wrench.force.z = -5.0 + 0.01 * math.sin(t)
+                pubs[(side, "w")].publish(w)
+            count += 1
+        sleep_ns = start + count * period_ns - time.monotonic_ns()
+        if sleep_ns > 0:
+            time.sleep(sleep_ns * 1e-9)
+    elapsed_s = (time.monotonic_ns() - start) * 1e-9
+    print(json.dumps({"published_per_topic": count, "elapsed_s": elapsed_s,
+                      "achieved_rate_hz": count / elapsed_s}), flush=True)
+    node.destroy_node()
+    rclpy.shutdown()
+
+
+def run_bare() -> None:
+    """Count messages on the four topics with the monitor's input QoS until SIGINT."""
+    import rclpy
+    from geometry_msgs.msg import WrenchStamped
+    from rclpy.executors import ExternalShutdownException
+    from sensor_msgs.msg import JointState
+
+    from sim_real_bridge.nodes.divergence_monitor import INPUT_QOS
+
+    rclpy.init()
+    node = rclpy.create_node("live_load_bare")
+    counts = dict.fromkeys(TOPICS, 0)
+
+    def counter(topic: str):
+        def on_message(_msg: object) -> None:
+            counts[topic] += 1
+        return on_message
+
+    for topic in TOPICS:
+        kind = JointState if topic.endswith("joint_states") else WrenchStamped
+        node.create_subscription(kind, topic, counter(topic), INPUT_QOS)
+    print(json.dumps({"ready": True}), flush=True)
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    print(json.dumps({"received": counts}), flush=True)
+
+
+# ------------------------------------------------------------------ orchestration
+def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    # stderr to a file: a full pipe would block a chatty child.
+    log = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=log,
+                            text=True, env=env, cwd=REPO)
+    proc.log = log  # type: ignore[attr-defined]
+    return proc
+
+
+def _log_text(proc: subprocess.Popen) -> str:
+    log = proc.log  # type: ignore[attr-defined]
+    log.seek(0)
+    return log.read()
+
+
+def _read_json_line(proc: subprocess.Popen, key: str, timeout_s: float) -> dict:
+    end = time.monotonic() + timeout_s
+    assert proc.stdout is not None
+    while time.monotonic() < end:
+        line = proc.stdout.readline()
+        if not line:
+            if proc.poll() is not None:
+                raise RuntimeError(f"process exited ({proc.returncode}): {_log_text(proc)[-2000:]}")
+            continue
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if key in data:
+            return data
+    raise RuntimeError(f"no {key!r} line within {timeout_s} s")
+
+
+def _publish_and_measure(listener_pid: int, duration_s: float, rate_hz: float, env: dict[str, str]) -> dict:
+    pub = _start([__file__, "--role", "publisher", "--duration-s", str(duration_s), "--rate-hz", str(rate_hz)], env)
+    _read_json_line(pub, "ready", 30.0)
+    cpu0, wall0 = cpu_seconds(listener_pid), time.monotonic()
+    result = _read_json_line(pub, "published_per_topic", duration_s + 30.0)
+    cpu1, wall1 = cpu_seconds(listener_pid), time.monotonic()
+    pub.wait(timeout=10)
+    result["listener_cpu_s"] = cpu1 - cpu0
+    result["listener_wall_s"] = wall1 - wall0
+    return result
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return out
+
+
+def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | None = None) -> dict:
+    """Both phases; returns the result dict."""
+    import numpy as np
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    from sim_real_bridge.msg import JointDivergence
+
+    env = _env()
+    os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID")})
+    os.environ.pop("ROS_LOCALHOST_ONLY", None)
+
+    # Phase 1: the bare subscriber.
+    bare = _start([__file__, "--role", "bare"], env)
+    _read_json_line(bare, "ready", 30.0)
+    bare_run = _publish_and_measure(bare.pid, duration_s, rate_hz, env)
+    time.sleep(0.5)
+    bare_counts = json.loads(next(line for line in _stop(bare).splitlines() if "received" in line))["received"]
+
+    # Phase 2: the monitor, watched from this process.
+    rclpy.init()
+    node = rclpy.create_node("live_load_watch")
+    latencies_ns: list[int] = []
+    statuses: dict[str, dict[str, str]] = {}
+    watching = threading.Event()
+
+    def on_joints(msg: JointDivergence) -> None:
+        if watching.is_set():
+            arrival = time.time_ns()
+            latencies_ns.append(arrival - (msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec))
+
+    def on_diag(msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            statuses[status.name] = {kv.key: kv.value for kv in status.values}
+
+    qos = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
+    node.create_subscription(JointDivergence, "/divergence/joints", on_joints, qos)
+    node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, qos)
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    with tempfile.TemporaryDirectory(prefix="live_load_") as out_dir:
+        monitor = _start(["-m", "sim_real_bridge.nodes.divergence_monitor", "--ros-args",
+                          "-p", f"output_dir:={out_dir}",
+                          *(x for p in monitor_params or [] for x in ("-p", p))], env)
+        time.sleep(3.0)  # start-up and discovery
+        watching.set()
+        monitor_run = _publish_and_measure(monitor.pid, duration_s, rate_hz, env)
+        time.sleep(2.5)  # let the last /diagnostics (1 Hz) report the final counts
+        watching.clear()
+        _stop(monitor)
+        monitor_log = _log_text(monitor)
+    executor.shutdown()
+    node.destroy_node()
+    rclpy.shutdown()
+
+    published = monitor_run["published_per_topic"] * len(TOPICS)
+    accepted = 0
+    per_topic = {}
+    for topic in TOPICS:
+        values = statuses.get(f"divergence_monitor: {topic}", {})
+        got = int(values.get("messages", 0)) - int(values.get("refused", 0))
+        per_topic[topic] = got
+        accepted += got
+    lat = np.asarray(latencies_ns, dtype=float) * 1e-6
+    bare_cpu = bare_run["listener_cpu_s"]
+    return {
+        "monitor_cpu_over_bare": monitor_run["listener_cpu_s"] / bare_cpu if bare_cpu > 0 else None,
+        "p99_latency_ms": float(np.percentile(lat, 99)) if lat.size else None,
+        "dropped": published - accepted,
+        "monitor_cpu_s": monitor_run["listener_cpu_s"],
+        "bare_cpu_s": bare_cpu,
+        "monitor_cpu_share": monitor_run["listener_cpu_s"] / monitor_run["listener_wall_s"],
+        "bare_cpu_share": bare_cpu / bare_run["listener_wall_s"],
+        "median_latency_ms": float(np.median(lat)) if lat.size else None,
+        "max_latency_ms": float(np.max(lat)) if lat.size else None,
+        "joint_outputs": int(lat.size),
+        "published": published,
+        "monitor_accepted_per_topic": per_topic,
+        "bare_received": sum(bare_counts.values()),
+        "bare_dropped": bare_run["published_per_topic"] * len(TOPICS) - sum(bare_counts.values()),
+        "achieved_rate_hz": {"bare_phase": bare_run["achieved_rate_hz"],
+                             "monitor_phase": monitor_run["achieved_rate_hz"]},
+        "target_rate_hz": rate_hz,
+        "duration_s": duration_s,
+        "monitor_exit": monitor.returncode,
+        "monitor_log_tail": monitor_log.splitlines()[-3:] if monitor.returncode else [],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--duration-s", type=float, default=20.0)
+    parser.add_argument("--rate-hz", type=float, default=1000.0)
+    parser.add_argument("--monitor-param", action="append", default=[], metavar="NAME:=VALUE",
+                        help="extra monitor parameter (repeatable)")
+    parser.add_argument("--role", choices=("bench", "publisher", "bare"), default="bench", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.role == "publisher":
+        run_publisher(args.duration_s, args.rate_hz)
+        return 0
+    if args.role == "bare":
+        run_bare()
+        return 0
+    result = run_bench(args.duration_s, args.rate_hz, args.monitor_param)
+    result["monitor_params"] = args.monitor_param
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
