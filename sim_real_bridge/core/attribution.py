@@ -76,8 +76,13 @@ class AttributionConfig:
         object_error_m: object position error (real vs sim) needed for object_slip.
         object_slip_speed_m_s: growth rate of the object error, with the sim in free
             space (nothing modelled touches the object), that is a slip.
-        object_drift_m: once the object has wandered this far on its own, contact
-            residuals are consequences of the slip (unauthored), not contact modelling.
+        object_drift_m: once the object has wandered this far on its own (or while a slip
+            was seen within object_slip_linger_s), contact residuals are consequences of
+            the slip (unauthored), not contact modelling.
+        object_touch_m: with the real tool (ee) this close to the real object's centre the
+            tool may be touching it: its motion is then a push, not a slip.
+        object_still_m_s: a slip is the real object moving while the sim's stays still
+            (slower than this); a moving sim object means the sim tool pushes it.
         object_slip_linger_s: such contact residuals count as the slip while it was seen
             this recently; later they are a known consequence and raise nothing.
         unexplained_residual_rad: residual the fit cannot explain that is unauthored.
@@ -112,6 +117,8 @@ class AttributionConfig:
     object_error_m: float = 0.003
     object_slip_speed_m_s: float = 0.004
     object_drift_m: float = 0.004
+    object_touch_m: float = 0.085
+    object_still_m_s: float = 0.003
     object_slip_linger_s: float = 3.0
     unexplained_residual_rad: float = 0.05
     unexplained_min_s: float = 1.0
@@ -186,6 +193,8 @@ class TickFeatures:
     object_tool_error_m: float = float("nan")
     object_error_speed_m_s: float = float("nan")
     object_free_drift_m: float = 0.0
+    real_tool_object_m: float = float("nan")
+    sim_object_speed_m_s: float = float("nan")
     stalled_joints: tuple[str, ...] = ()
     stall_s: float = 0.0
     fit: DelayFit | None = None
@@ -272,7 +281,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             s = max(_ramp(f.force_residual_n, thr), _ramp(f.torque_residual_nm, cfg.contact_torque_nm))
             slip_recent = (f.last_kind.get("unauthored") == "object_slip"
                            and f.since_active_s.get("unauthored", float("inf")) <= cfg.object_slip_linger_s)
-            if s >= cfg.active_score and felt and f.object_free_drift_m >= cfg.object_drift_m:
+            if s >= cfg.active_score and felt and (slip_recent or f.object_free_drift_m >= cfg.object_drift_m):
                 # the object is not where the sim has it (it slipped): contact differs as a
                 # result; after the slip has stopped this is no new gap, so it is not reported
                 scores["unauthored"] = s if slip_recent else 0.0
@@ -305,7 +314,9 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             scores["unauthored"] = min(1.0, 0.5 + f.stall_s)
             kinds["unauthored"] = "joint_stall"
             evidence["unauthored"] = {"stalled": ",".join(f.stalled_joints), "stall_s": f"{f.stall_s:.2f}"}
-        if (np.isfinite(f.object_error_m) and np.isfinite(f.object_error_speed_m_s) and free and not f.real_contact
+        untouched = (not f.real_contact and not (f.real_tool_object_m < cfg.object_touch_m)
+                     and not (f.sim_object_speed_m_s > cfg.object_still_m_s))
+        if (np.isfinite(f.object_error_m) and np.isfinite(f.object_error_speed_m_s) and free and untouched
                 and scores["unauthored"] < cfg.active_score and f.object_error_m >= cfg.object_error_m
                 and f.object_error_speed_m_s >= cfg.object_slip_speed_m_s):
             # the real object moves away from the sim's while nothing the sim models touches it

@@ -680,6 +680,9 @@ class DivergenceEngine:
             tip_vel[s] = v if np.all(np.isfinite(v)) else np.zeros(3)
         obj_err = float("nan")
         obj_tool_err = float("nan")
+        real_tool_object_m = float("nan")
+        if np.all(np.isfinite(obj["real"][:3])) and np.all(np.isfinite(ee["real"][:3])):
+            real_tool_object_m = float(np.linalg.norm(obj["real"][:3] - ee["real"][:3]))
         if np.all(np.isfinite(obj["sim"][:3])) and np.all(np.isfinite(obj["real"][:3])):
             obj_err = float(np.linalg.norm(obj["real"][:3] - obj["sim"][:3]))
             if np.all(np.isfinite(ee["sim"][:3])) and np.all(np.isfinite(ee["real"][:3])):
@@ -725,6 +728,11 @@ class DivergenceEngine:
 
         # object creeping away from where the sim has it (relative velocity of the error)
         obj_speed = float("nan")
+        sim_obj_speed = float("nan")
+        if np.all(np.isfinite(obj["sim"][:3])):
+            past = self._poses[("sim", "object")].sample(t - int(cfg.object_velocity_window_s * 1e9), gap)[:3]
+            if np.all(np.isfinite(past)):
+                sim_obj_speed = float(np.linalg.norm(obj["sim"][:3] - past)) / cfg.object_velocity_window_s
         if np.isfinite(obj_err):
             err_vec = obj["real"][:3] - obj["sim"][:3]
             self._obj_hist.append((t, err_vec))
@@ -833,6 +841,8 @@ class DivergenceEngine:
             object_tool_error_m=obj_tool_err,
             object_error_speed_m_s=obj_speed,
             object_free_drift_m=self._obj_free_drift_m,
+            real_tool_object_m=real_tool_object_m,
+            sim_object_speed_m_s=sim_obj_speed,
             stalled_joints=stalled,
             stall_s=stall_s,
             fit=self._fit,
