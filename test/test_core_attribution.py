@@ -138,3 +138,22 @@ def test_config_validation_and_from_dict() -> None:
         AttributionConfig(active_score=0.0).validate()
     with pytest.raises(ConfigError, match="dynamics_min_explained must be in"):
         AttributionConfig(dynamics_min_explained=1.5).validate()
+
+
+def test_object_moving_because_the_sim_pushes_its_own_is_no_slip() -> None:
+    base = dict(object_error_m=0.05, object_error_speed_m_s=0.02)
+    assert active(feats(**base, sim_object_speed_m_s=0.0, real_tool_object_m=0.3)) == {"unauthored": "object_slip"}
+    assert active(feats(**base, sim_object_speed_m_s=0.05, real_tool_object_m=0.3)) == {}
+    assert active(feats(**base, sim_object_speed_m_s=0.0, real_tool_object_m=0.05)) == {}  # the tool touches it
+
+
+def test_contact_residual_after_a_slip() -> None:
+    contact = dict(sim_contact_recent=True, sim_force_n=20.0, force_residual_n=6.0,
+                   external_force_n=np.array([0.0, 6.0, 0.0]), effort_residual=3.0, joint_residual_rad=0.003)
+    recent = dict(since_active_s={"unauthored": 1.0}, last_kind={"unauthored": "object_slip"})
+    assert active(feats(**contact, **recent)) == {"unauthored": "object_slip"}
+    # long after the slip, with the object left displaced: a known consequence, nothing new
+    old = dict(since_active_s={"unauthored": 30.0}, last_kind={"unauthored": "object_slip"})
+    assert active(feats(**contact, **old, object_free_drift_m=0.05)) == {}
+    # no slip at all: a contact gap
+    assert active(feats(**contact)) == {"contact": "contact"}
