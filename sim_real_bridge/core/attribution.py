@@ -22,6 +22,23 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    and gain within plausible bounds).
 
 Evidence is a dict of short key-value strings.
+
+What the streams cannot tell apart (tuned against the MuJoCo stand-in; see
+bench/attribution_eval.py):
+
+- kind, not category: a softer position loop (``gain``) lags like a delay, so it is
+  often labelled ``latency``; a hand ``hold`` that does not stop the arm (a 3 kN/m hand
+  against a stiffer position loop) is labelled ``push``.
+- an obstacle that touches only links (never the tool, so the wrist sensor feels
+  nothing) is a stiff external load exactly like a push on a link: it is reported as
+  ``human``. An obstacle touching the tool is ``unauthored``; the brief link contact
+  before it is absorbed by the human min-duration and the unauthored tail.
+- contact gaps show only in contact, obstacles only when reached: the delay from an
+  injection's start to the first contact (or collision) is physics, not detection.
+- a payload or gain change during a contact phase shows as a contact residual felt by
+  the joints, so it is reported as ``contact`` there.
+- F/T bias drift is reported once it exceeds ``ft_unfelt_force_n`` in free space (or
+  the contact threshold in contact): about 0.8 s at 1 N/s.
 """
 
 from __future__ import annotations
