@@ -4,8 +4,10 @@
 One run, three processes besides this one:
 
 - a publisher playing both robots: ``/sim`` and ``/real`` 7-joint ``joint_states`` and
-  ``wrench``, each at 1 kHz (4000 messages/s), stamped with the system time at
-  publication; it reports how many it published and the rate it achieved;
+  ``wrench``, each at 1 kHz (4000 messages/s), stamped on an exact 1 kHz grid of the
+  system clock (sample instants, as a robot's hardware clock would; publication
+  catches up in bursts when the process is descheduled); it reports how many it
+  published and the rate it achieved;
 - a bare rclpy subscriber on the same four topics with the monitor's input QoS
   (best effort, depth 500), which only counts messages: the baseline;
 - the monitor itself (``python -m sim_real_bridge.nodes.divergence_monitor``).
@@ -67,9 +69,15 @@ def cpu_seconds(pid: int) -> float:
 
 
 # ------------------------------------------------------------------ roles (child processes)
-def run_publisher(duration_s: float, rate_hz: float) -> None:
-    """Publish both robots' streams at rate_hz each for duration_s; print counts as JSON."""
+def run_publisher(duration_s: float, rate_hz: float, pub_times_path: str | None = None) -> None:
+    """Publish both robots' streams at rate_hz each for duration_s; print counts as JSON.
+
+    With ``pub_times_path``, the system time at which each sample's four messages were
+    published is saved there (numpy .npy, one int64 per sample).
+    """
     import math
+
+    import numpy as np
 
     import rclpy
     from geometry_msgs.msg import WrenchStamped
@@ -98,7 +106,9 @@ def run_publisher(duration_s: float, rate_hz: float) -> None:
     print(json.dumps({"ready": True}), flush=True)
     period_ns = int(1e9 / rate_hz)
     count = 0
+    pub_times = np.zeros(int(duration_s * rate_hz) + 10, dtype=np.int64)
     start = time.monotonic_ns()
+    start_wall_ns = time.time_ns()
     end = start + int(duration_s * 1e9)
     while True:
         now = time.monotonic_ns()
@@ -106,7 +116,9 @@ def run_publisher(duration_s: float, rate_hz: float) -> None:
             break
         due = (now - start) // period_ns + 1
         while count < due:
-            stamp_ns = time.time_ns()
+            # Stamped like a robot's hardware clock: the sample instant on an exact 1 kHz
+            # grid; a late publication (this process descheduled) shows as transport delay.
+            stamp_ns = start_wall_ns + count * period_ns
             sec, nanosec = divmod(stamp_ns, 1_000_000_000)
             t = count / rate_hz
             q = [0.3 * math.sin(t + i) for i in range(N_JOINTS)]
@@ -123,13 +135,17 @@ def run_publisher(duration_s: float, rate_hz: float) -> None:
                 w.header.stamp.sec, w.header.stamp.nanosec = sec, nanosec
                 w.wrench.force.z = -5.0 + 0.01 * math.sin(t)
                 pubs[(side, "w")].publish(w)
+            if count < pub_times.size:
+                pub_times[count] = time.time_ns()
             count += 1
         sleep_ns = start + count * period_ns - time.monotonic_ns()
         if sleep_ns > 0:
             time.sleep(sleep_ns * 1e-9)
     elapsed_s = (time.monotonic_ns() - start) * 1e-9
-    print(json.dumps({"published_per_topic": count, "elapsed_s": elapsed_s,
-                      "achieved_rate_hz": count / elapsed_s}), flush=True)
+    if pub_times_path:
+        np.save(pub_times_path, pub_times[:count])
+    print(json.dumps({"published_per_topic": count, "elapsed_s": elapsed_s, "start_stamp_ns": start_wall_ns,
+                      "period_ns": period_ns, "achieved_rate_hz": count / elapsed_s}), flush=True)
     node.destroy_node()
     rclpy.shutdown()
 
@@ -197,12 +213,15 @@ def _read_json_line(proc: subprocess.Popen, key: str, timeout_s: float) -> dict:
     raise RuntimeError(f"no {key!r} line within {timeout_s} s")
 
 
-def _publish_and_measure(listener_pid: int, duration_s: float, rate_hz: float, env: dict[str, str]) -> dict:
-    pub = _start([__file__, "--role", "publisher", "--duration-s", str(duration_s), "--rate-hz", str(rate_hz)], env)
+def _publish_and_measure(listener_pid: int, duration_s: float, rate_hz: float, env: dict[str, str],
+                         pub_times_path: str = "") -> dict:
+    pub = _start([__file__, "--role", "publisher", "--duration-s", str(duration_s), "--rate-hz", str(rate_hz),
+                  "--pub-times", pub_times_path], env)
     _read_json_line(pub, "ready", 30.0)
-    cpu0, wall0 = cpu_seconds(listener_pid), time.monotonic()
+    cpu0, wall0, start_ns = cpu_seconds(listener_pid), time.monotonic(), time.time_ns()
     result = _read_json_line(pub, "published_per_topic", duration_s + 30.0)
-    cpu1, wall1 = cpu_seconds(listener_pid), time.monotonic()
+    cpu1, wall1, end_ns = cpu_seconds(listener_pid), time.monotonic(), time.time_ns()
+    result["window_ns"] = (start_ns, end_ns)
     pub.wait(timeout=10)
     result["listener_cpu_s"] = cpu1 - cpu0
     result["listener_wall_s"] = wall1 - wall0
@@ -243,14 +262,13 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
     # Phase 2: the monitor, watched from this process.
     rclpy.init()
     node = rclpy.create_node("live_load_watch")
-    latencies_ns: list[int] = []
+    outputs: list[tuple[int, int]] = []  # (stamp, arrival) of each /divergence/joints
     statuses: dict[str, dict[str, str]] = {}
     watching = threading.Event()
 
     def on_joints(msg: JointDivergence) -> None:
         if watching.is_set():
-            arrival = time.time_ns()
-            latencies_ns.append(arrival - (msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec))
+            outputs.append((msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec, time.time_ns()))
 
     def on_diag(msg: DiagnosticArray) -> None:
         for status in msg.status:
@@ -269,11 +287,15 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
                           *(x for p in monitor_params or [] for x in ("-p", p))], env)
         time.sleep(3.0)  # start-up and discovery
         watching.set()
-        monitor_run = _publish_and_measure(monitor.pid, duration_s, rate_hz, env)
+        pub_times_path = str(Path(out_dir) / "pub_times.npy")
+        monitor_run = _publish_and_measure(monitor.pid, duration_s, rate_hz, env, pub_times_path)
+        pub_times = np.load(pub_times_path)
         time.sleep(2.5)  # let the last /diagnostics (1 Hz) report the final counts
         watching.clear()
         _stop(monitor)
         monitor_log = _log_text(monitor)
+        events_path = Path(out_dir) / "events.jsonl"
+        logged = [json.loads(line) for line in events_path.read_text().splitlines()] if events_path.is_file() else []
     executor.shutdown()
     node.destroy_node()
     rclpy.shutdown()
@@ -286,7 +308,21 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
         got = int(values.get("messages", 0)) - int(values.get("refused", 0))
         per_topic[topic] = got
         accepted += got
-    lat = np.asarray(latencies_ns, dtype=float) * 1e-6
+    # Only grid times inside the publishing window: after it, the engine analyses the
+    # stalled streams once its horizon has passed, which is not a latency.
+    # The pair covering grid time t has stamps >= t - offset (offset: the minimal
+    # transport delay, well under one period), so it is sample k or later, k the first
+    # with stamp >= t - one period; it reached the monitor no earlier than sample k
+    # was published. Output arrival minus that publication bounds the latency above.
+    first, period = monitor_run["start_stamp_ns"], monitor_run["period_ns"]
+    lat_list, upper_list = [], []
+    for stamp, arrival in outputs:
+        k = -(-(stamp - period - first) // period)
+        if 0 <= k < pub_times.size - 2 and stamp <= first + (pub_times.size - 2) * period:
+            lat_list.append(arrival - pub_times[k])
+            upper_list.append(arrival - stamp)
+    lat = np.asarray(lat_list, dtype=float) * 1e-6
+    from_stamp = np.asarray(upper_list, dtype=float) * 1e-6
     bare_cpu = bare_run["listener_cpu_s"]
     return {
         "monitor_cpu_over_bare": monitor_run["listener_cpu_s"] / bare_cpu if bare_cpu > 0 else None,
@@ -299,6 +335,7 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
         "median_latency_ms": float(np.median(lat)) if lat.size else None,
         "max_latency_ms": float(np.max(lat)) if lat.size else None,
         "joint_outputs": int(lat.size),
+        "joint_outputs_total": len(outputs),
         "published": published,
         "monitor_accepted_per_topic": per_topic,
         "bare_received": sum(bare_counts.values()),
@@ -308,6 +345,12 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
         "target_rate_hz": rate_hz,
         "duration_s": duration_s,
         "monitor_exit": monitor.returncode,
+        "monitor_events": [{k: e.get(k) for k in ("action", "category", "kind", "start_s", "evidence")}
+                           for e in logged if e.get("type") == "event"],
+        "p99_latency_from_stamp_ms": float(np.percentile(from_stamp, 99)) if from_stamp.size else None,
+        "publisher_lateness_p99_ms": float(np.percentile(
+            (pub_times - (first + period * np.arange(pub_times.size))) * 1e-6, 99)) if pub_times.size else None,
+        "latency_percentiles_ms": {str(q): float(np.percentile(lat, q)) for q in (50, 90, 95, 99, 99.9)} if lat.size else {},
         "monitor_log_tail": monitor_log.splitlines()[-3:] if monitor.returncode else [],
     }
 
@@ -319,10 +362,11 @@ def main() -> int:
     parser.add_argument("--rate-hz", type=float, default=1000.0)
     parser.add_argument("--monitor-param", action="append", default=[], metavar="NAME:=VALUE",
                         help="extra monitor parameter (repeatable)")
+    parser.add_argument("--pub-times", default="", help=argparse.SUPPRESS)
     parser.add_argument("--role", choices=("bench", "publisher", "bare"), default="bench", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role == "publisher":
-        run_publisher(args.duration_s, args.rate_hz)
+        run_publisher(args.duration_s, args.rate_hz, args.pub_times or None)
         return 0
     if args.role == "bare":
         run_bare()
