@@ -699,7 +699,7 @@ class DivergenceEngine:
         world = {}
         for side, w in (("sim", sim_w), ("real", real_w)):
             rot = ee[side][3:]
-            if np.all(np.isfinite(rot)) and np.linalg.norm(rot) > 0:
+            if np.all(np.isfinite(rot)) and np.linalg.norm(rot) > 0 and np.all(np.isfinite(w[:3])):
                 world[side] = _quat_to_matrix(rot) @ w[:3]
             else:
                 world[side] = w[:3].copy()
