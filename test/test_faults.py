@@ -78,11 +78,18 @@ def _count(h: Harness, topic: str, key: str) -> int:
 
 
 def _bad_input_case(h: Harness, topic: str, make_bad, reason: str, refused: bool = True,
-                    min_count: int = 50) -> None:
-    """Publish one bad message per period on ``topic`` and check count, diagnostics and log."""
+                    min_count: int = 50, every: int = 1) -> None:
+    """Publish a bad message every ``every`` periods on ``topic``; check count, diagnostics and log."""
     side, stream = topic.strip("/").split("/")
     publisher = h.pubs[(side, stream)]
-    h.play(2.0, extra=lambda: publisher.publish(make_bad(h)))
+    periods = [0]
+
+    def bad() -> None:
+        periods[0] += 1
+        if periods[0] % every == 0:
+            publisher.publish(make_bad(h))
+
+    h.play(2.0 if every == 1 else 3.0, extra=bad)
     key = f"{'refused' if refused else 'flagged'}.{reason}"
     assert h.spin_until(lambda: _count(h, topic, key) >= min_count, timeout_s=5.0), \
         f"no {key} >= {min_count} in /diagnostics for {topic}: {h.values(f'divergence_monitor: {topic}')}"
@@ -107,14 +114,18 @@ def _residuals_clean(h: Harness, tolerance_rad: float = 0.02) -> None:
 # ------------------------------------------------------------------ bad messages
 def test_nan_values_are_flagged_counted_and_kept_out_of_residuals(make_harness) -> None:
     h = make_harness()
-    _bad_input_case(h, REAL_JS, lambda h: h.joint_state([float("nan")] * 7), "non_finite", refused=False)
+    # An occasional NaN in one joint (a sensor glitch), between good samples.
+    glitch = lambda h: h.joint_state([float("nan") if i == 2 else 0.3 * math.sin(h.t + i) for i in range(7)])  # noqa: E731
+    _bad_input_case(h, REAL_JS, glitch, "non_finite", refused=False, min_count=20, every=20)
     assert h.received["summary"] and all(math.isfinite(s.joint_position_rms_rad) for s in h.received["summary"])
     _residuals_clean(h)
 
 
 def test_infinite_values_are_flagged_counted_and_kept_out_of_residuals(make_harness) -> None:
     h = make_harness()
-    _bad_input_case(h, REAL_WRENCH, lambda h: h.wrench(float("inf")), "non_finite", refused=False)
+    _bad_input_case(h, REAL_WRENCH, lambda h: h.wrench(float("inf")), "non_finite", refused=False,
+                    min_count=20, every=20)
+    assert h.received["contact"], "good wrenches must still be compared"
     for msg in h.received["contact"]:
         assert math.isnan(msg.force_residual_norm_n) or msg.force_residual_norm_n < 1.0, msg.force_residual_norm_n
     _residuals_clean(h)
@@ -215,11 +226,13 @@ def _lost_stream_case(h: Harness, lost: str) -> None:
 def test_lost_real_stream_goes_stale_reports_one_sensor_dropout_and_recovers(make_harness) -> None:
     h = make_harness()
     _lost_stream_case(h, "real")
-    opened = [e for e in h.received["events"] if e.category == "sensor"]
-    assert opened and any(e.kind == "dropout" for e in opened), "real dropout not reported as sensor/dropout"
+    dropouts = {e.id for e in h.received["events"] if e.category == "sensor" and e.kind == "dropout"}
+    assert len(dropouts) == 1, dropouts
 
 
 def test_lost_sim_stream_goes_stale_raises_no_false_event_and_recovers(make_harness) -> None:
+    # The engine tracks stream health on the real side only, so the sim's silence may
+    # raise no sensor event at all; it must raise nothing else, and at most one.
     h = make_harness()
     _lost_stream_case(h, "sim")
 
@@ -430,3 +443,23 @@ def test_kill_9_mid_snapshot_keeps_earlier_snapshots_and_acknowledged_events(ros
         with AnyReader([path]) as reader:
             sum(1 for _ in reader.messages())
     assert (out / SUMMARY_FILE).is_file(), tail
+
+
+# ------------------------------------------------------------------ known gaps
+@pytest.mark.xfail(strict=True, reason="position-only JointState: conversion fills velocity/effort with NaN, "
+                   "core.intake.feed_joint_state then flags non_finite and the engine's StreamHealth marks "
+                   "nonfinite (engine/intake owners to fix)")
+def test_position_only_joint_states_are_not_flagged_non_finite(make_harness) -> None:
+    h = make_harness()
+
+    def position_only() -> None:
+        for side in ("sim", "real"):
+            msg = h.joint_state([0.3 * math.sin(h.t + i) for i in range(7)])
+            msg.velocity, msg.effort = [], []
+            h.pubs[(side, "joint_states")].publish(msg)
+
+    h.play(2.0, streams=("wrench",), extra=position_only)
+    assert h.spin_until(lambda: _count(h, REAL_JS, "messages") > 100, timeout_s=3.0)
+    assert _count(h, REAL_JS, "flagged") == 0
+    assert not [e for e in h.received["events"] if e.category == "sensor"]
+
