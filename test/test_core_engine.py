@@ -101,6 +101,7 @@ def test_clean_streams_give_no_events_and_rated_records(clean) -> None:
     assert summary["timing"]["clock_offset_s"] == pytest.approx(-77.0, abs=0.002)
     assert {c["joint"] for c in summary["calibration"]} == set(NAMES)
     assert all(c["gain"] == pytest.approx(1.0, abs=0.01) for c in summary["calibration"])
+    assert all(c["delay_s"] == pytest.approx(0.0, abs=0.006) for c in summary["calibration"])
 
 
 def test_latency_gives_a_dynamics_event_in_its_window(latency) -> None:

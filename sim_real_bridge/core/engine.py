@@ -501,6 +501,8 @@ class DivergenceEngine:
         self._force_free: deque = deque(maxlen=keep)
         self._force_contact: deque = deque(maxlen=keep)
         self._sums = {"q_sq": 0.0, "q_n": 0, "ee_sq": 0.0, "ee_n": 0, "f_sq": 0.0, "f_n": 0}
+        self._calib_t: list[int] = []
+        self._calib_free: list[bool] = []
         self._calib_sim: list[np.ndarray] = []
         self._calib_real: list[np.ndarray] = []
         self._last_attribution_top = "none"
@@ -875,6 +877,8 @@ class DivergenceEngine:
             if len(self._calib_sim) < 200_000:
                 self._calib_sim.append(sim_row[:j].copy())
                 self._calib_real.append(real_row[:j].copy())
+                self._calib_t.append(t)
+                self._calib_free.append(not sim_contact_recent and not self._contact["real"])
         if np.isfinite(ee_err_norm):
             self._ee_err_sq.append(ee_err_norm ** 2)
             self._sums["ee_sq"] += ee_err_norm ** 2
@@ -1130,22 +1134,23 @@ class DivergenceEngine:
         }
 
     def _calibration(self) -> list[dict[str, Any]]:
-        """Per-joint least-squares fit q_real ~ gain * q_sim + offset over the run."""
+        """Per-joint delay, gain and offset of real on sim over the free-space ticks of the run."""
+        from sim_real_bridge.core.calibration import fit_joint_calibration
+
         if len(self._calib_sim) < 10:
             return []
-        sim = np.asarray(self._calib_sim)
-        real = np.asarray(self._calib_real)
-        out = []
-        for i, name in enumerate(self.joint_names or ()):
-            x, y = sim[:, i], real[:, i]
-            if np.std(x) > 1e-6:
-                gain, offset = np.polyfit(x, y, 1)
-            else:
-                gain, offset = 1.0, float(np.mean(y - x))
-            out.append({"joint": name, "gain": float(gain), "offset_rad": float(offset),
-                        "residual_rms_rad": float(np.sqrt(np.mean((y - (gain * x + offset)) ** 2))),
-                        "samples": int(x.size)})
-        return out
+        fits = fit_joint_calibration(
+            np.asarray(self._calib_t, dtype=np.int64), np.asarray(self._calib_sim), np.asarray(self._calib_real),
+            np.asarray(self._calib_free, dtype=bool), int(self.config.fit_max_delay_s * 1e9),
+            joint_names=self.joint_names, delay_step_ns=int(self.config.fit_delay_step_s * 1e9) // 2,
+        )
+
+        def _num(x: float) -> float | None:
+            return float(x) if np.isfinite(x) else None
+
+        return [{"joint": c.name, "delay_s": _num(c.delay_s), "gain": _num(c.gain), "offset_rad": _num(c.offset_rad),
+                 "rms_before_rad": _num(c.rms_before_rad), "rms_after_rad": _num(c.rms_after_rad),
+                 "samples": int(c.n_samples)} for c in fits]
 
 
 # --------------------------------------------------------------------------- replay
