@@ -1134,7 +1134,10 @@ class DivergenceEngine:
         }
 
     def _calibration(self) -> list[dict[str, Any]]:
-        """Per-joint delay, gain and offset of real on sim over the free-space ticks of the run."""
+        """Per-joint delay, gain, offset and residual rms after the fit (real on sim, free-space ticks).
+
+        Keys: joint, delay_s, gain, offset_rad, rms_before_rad, residual_rms_rad, samples.
+        """
         from sim_real_bridge.core.calibration import fit_joint_calibration
 
         if len(self._calib_sim) < 10:
@@ -1145,12 +1148,11 @@ class DivergenceEngine:
             joint_names=self.joint_names, delay_step_ns=int(self.config.fit_delay_step_s * 1e9) // 2,
         )
 
-        def _num(x: float) -> float | None:
-            return float(x) if np.isfinite(x) else None
-
-        return [{"joint": c.name, "delay_s": _num(c.delay_s), "gain": _num(c.gain), "offset_rad": _num(c.offset_rad),
-                 "rms_before_rad": _num(c.rms_before_rad), "rms_after_rad": _num(c.rms_after_rad),
-                 "samples": int(c.n_samples)} for c in fits]
+        # Joints without enough free-space samples get no row (keeps summary.json strict JSON).
+        return [{"joint": c.name, "delay_s": float(c.delay_s), "gain": float(c.gain), "offset_rad": float(c.offset_rad),
+                 "rms_before_rad": float(c.rms_before_rad), "residual_rms_rad": float(c.rms_after_rad),
+                 "samples": int(c.n_samples)}
+                for c in fits if all(np.isfinite([c.delay_s, c.gain, c.offset_rad, c.rms_before_rad, c.rms_after_rad]))]
 
 
 # --------------------------------------------------------------------------- replay
