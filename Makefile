@@ -31,11 +31,12 @@ $(DEPS_STAMP): requirements/base.txt requirements/ros.txt requirements/test.txt 
 build: $(MSGS_STAMP)
 
 $(MSGS_STAMP): $(DEPS_STAMP) CMakeLists.txt package.xml $(wildcard msg/*.msg) $(shell find sim_real_bridge launch config -type f -not -name '*.pyc' 2>/dev/null)
+	mkdir -p build
 	source $(VENV)/bin/activate && \
 	export AMENT_PREFIX_PATH="$$VIRTUAL_ENV" CMAKE_PREFIX_PATH="$$VIRTUAL_ENV" && \
 	cmake -S . -B $(BUILD_DIR) -DPython3_EXECUTABLE="$$VIRTUAL_ENV/bin/python" \
 	  -DCMAKE_INSTALL_PREFIX="$$VIRTUAL_ENV" -DBUILD_TESTING=OFF > $(BUILD_DIR).configure.log 2>&1 \
-	  || { mkdir -p build; cat $(BUILD_DIR).configure.log; exit 1; } && \
+	  || { cat $(BUILD_DIR).configure.log; exit 1; } && \
 	cmake --build $(BUILD_DIR) -j 2 > $(BUILD_DIR).build.log 2>&1 || { cat $(BUILD_DIR).build.log | tail -50; exit 1; } && \
 	cmake --install $(BUILD_DIR) > $(BUILD_DIR).install.log 2>&1 || { tail -50 $(BUILD_DIR).install.log; exit 1; }
 	touch $@
