@@ -216,8 +216,14 @@ def _lost_stream_case(h: Harness, lost: str) -> None:
     sensor_opens = {e.id for e in opened if e.category == "sensor"}
     assert len(sensor_opens) <= 1, f"dropout reported more than once: {sensor_opens}"
     joints_before = len(h.received["joints"])
+    diagnostics_before = len(h.received["diagnostics"])
     h.play(3.0)
-    assert h.spin_until(lambda: h.statuses()[name].level != LEVEL_STALE, timeout_s=3.0), "no recovery"
+
+    def recovered() -> bool:
+        return any(status.name == name and status.level != LEVEL_STALE
+                   for array in h.received["diagnostics"][diagnostics_before:] for status in array.status)
+
+    assert h.spin_until(recovered, timeout_s=3.0), "no recovery"
     assert len(h.received["joints"]) > joints_before + 20, "analysis did not resume"
     recent = h.received["joints"][-10:]
     assert all(all(abs(v) < 0.02 for v in m.position_residual_rad) for m in recent)
@@ -271,7 +277,7 @@ def test_snapshot_dir_not_writable_gives_error_diagnostic_event_and_live_topics(
     assert any(e.kind == "snapshot_failed" for e in h.received["events"]), "no snapshot_failed event"
     joints = len(h.received["joints"])
     h.play(1.0)
-    assert len(h.received["joints"]) > joints + 20, "/divergence/joints stopped"
+    assert len(h.received["joints"]) > joints + 5, "/divergence/joints stopped"
 
 
 def test_disk_full_stops_snapshots_with_error_and_event_live_topics_flow(make_harness, monkeypatch) -> None:
@@ -294,7 +300,7 @@ def test_disk_full_stops_snapshots_with_error_and_event_live_topics_flow(make_ha
     assert len(failed) == 1
     joints = len(h.received["joints"])
     h.play(1.0)
-    assert len(h.received["joints"]) > joints + 20, "/divergence/joints stopped"
+    assert len(h.received["joints"]) > joints + 5, "/divergence/joints stopped"
     assert not list((h.monitor._output_dir / "snapshots").glob("*.mcap")), "no snapshot may look written"
 
 
