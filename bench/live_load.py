@@ -248,6 +248,7 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
 
     from sim_real_bridge.msg import JointDivergence
 
+    load_before = os.getloadavg()[0]
     env = _env()
     os.environ.update({k: env[k] for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_DOMAIN_ID")})
     os.environ.pop("ROS_LOCALHOST_ONLY", None)
@@ -343,6 +344,8 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
         "achieved_rate_hz": {"bare_phase": bare_run["achieved_rate_hz"],
                              "monitor_phase": monitor_run["achieved_rate_hz"]},
         "target_rate_hz": rate_hz,
+        # Other processes share the cores: the figures above depend on this.
+        "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]},
         "duration_s": duration_s,
         "monitor_exit": monitor.returncode,
         "monitor_events": [{k: e.get(k) for k in ("action", "category", "kind", "start_s", "evidence")}
