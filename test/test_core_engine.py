@@ -233,3 +233,52 @@ def test_config_from_dict() -> None:
         EngineConfig.from_dict({"horizon_s": -1.0})
     with pytest.raises(ConfigError, match="pose_rate_hz and contact_rate_hz must be <= analysis_rate_hz"):
         EngineConfig(pose_rate_hz=500.0).validate()
+
+
+def test_config_from_flat_regroups_dict_fields_over_their_defaults() -> None:
+    cfg = EngineConfig.from_flat({"horizon_s": 0.4, "events.min_duration_by_category.human": 0.5,
+                                  "features.warmup_s": 1.0})
+    default_contact = EngineConfig().events.min_duration_by_category["contact"]
+    assert cfg.events.min_duration_by_category == {"human": 0.5, "contact": default_contact}
+    assert cfg.horizon_s == 0.4 and cfg.features.warmup_s == 1.0
+    with pytest.raises(ConfigError, match="unknown events parameter"):
+        EngineConfig.from_flat({"events.bogus.human": 1.0})
+    with pytest.raises(ConfigError, match="EventConfig.min_duration_by_category\\['human'\\] must be >= 0"):
+        EngineConfig.from_flat({"events.min_duration_by_category.human": -1.0})
+
+
+def _backlogged(msgs: list[dict], period_s: float = 1.0) -> list[dict]:
+    """Deliver real joint_states and sim wrench in bursts: held up to period_s, then drained."""
+    out = []
+    period_ns = int(period_s * 1e9)
+    drained = {}
+    for m in msgs:
+        m = dict(m)
+        key = (m.get("side"), m["type"])
+        if key in (("real", "joint_state"), ("sim", "wrench")):
+            phase = 0 if key[0] == "real" else period_ns // 3  # the two topics burst out of step
+            release = -(-(m["recv_ns"] - phase) // period_ns) * period_ns + phase
+            drained[key] = max(release, drained.get(key, 0) + 20_000)  # ~20 us per drained message
+            m["recv_ns"] = drained[key]
+        out.append(m)
+    out.sort(key=lambda m: m["recv_ns"])
+    return out
+
+
+def test_bursty_backlog_of_one_topic_is_no_reset_and_no_event(clean) -> None:
+    engine, outputs, summary = run(_backlogged(make_streams(duration_s=8.0)))
+    assert summary["timing"]["clock_resets"] == 0
+    assert summary["events"] == []
+    joints = [r for o in outputs for r in o.joints]
+    # Once one burst has shown the stream delivers late (not missing), every grid time waits for it.
+    late = [r for r in joints if r.stamp_ns >= T0_RECV_NS + 2_500_000_000]
+    assert np.all(np.diff([r.stamp_ns for r in late]) == 20_000_000)
+    # ... and aligns it as well as when nothing is late.
+    clean_max = max(float(np.max(np.abs(r.position_residual_rad))) for o in clean[1] for r in o.joints)
+    assert max(float(np.max(np.abs(r.position_residual_rad))) for r in late) <= 2 * clean_max
+
+
+def test_clock_reset_under_backlog_is_counted_once() -> None:
+    engine, outputs, summary = run(_backlogged(make_streams(reset_at_s=4.0)))
+    assert summary["timing"]["clock_resets"] == 1
+    assert summary["events"] == []

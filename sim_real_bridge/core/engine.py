@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any
 
 import numpy as np
@@ -167,6 +167,26 @@ class EngineConfig:
         self.events.validate()
 
     @classmethod
+    def from_flat(cls, values: Mapping[str, Any]) -> "EngineConfig":
+        """Build from fully flattened names, as ROS parameters hold them (scalars only).
+
+        Dict-valued fields come as one name per entry and are regrouped over their defaults:
+        ``{"events.min_duration_by_category.human": 0.3}`` sets that entry and keeps the
+        others. Unknown names raise ConfigError (through :meth:`from_dict`).
+        """
+        defaults = cls()
+        grouped: dict[str, Any] = {}
+        for name, value in values.items():
+            block, _, rest = name.partition(".")
+            head, _, key = rest.partition(".")
+            sub = getattr(defaults, block, None)
+            if key and is_dataclass(sub) and isinstance(getattr(sub, head, None), dict):
+                grouped.setdefault(f"{block}.{head}", dict(getattr(sub, head)))[key] = value
+            else:
+                grouped[name] = value
+        return cls.from_dict(grouped)
+
+    @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "EngineConfig":
         """Build from flat or nested parameters: ``{"horizon_s": .., "attribution": {..}}`` or
         ``{"attribution.human_force_n": ..}``; unknown keys raise ConfigError."""
@@ -298,6 +318,7 @@ class _Series:
         self._buf_v = np.zeros((256, width))
         self._n = 0
         self._start = 0
+        self.last_recv_ns: int | None = None
 
     def __len__(self) -> int:
         return self._n - self._start
@@ -352,6 +373,8 @@ class _Series:
         A time up to max_gap_ns past the newest sample holds the newest value.
         """
         scalar = np.ndim(t_ns) == 0
+        if scalar:
+            return self._sample_one(int(t_ns), max_gap_ns)
         tq = np.atleast_1d(np.asarray(t_ns, dtype=np.int64))
         out = np.full((tq.size, self.width), np.nan)
         times = self.times
@@ -375,39 +398,116 @@ class _Series:
         return out[0] if scalar else out
 
 
+    def _sample_one(self, t_ns: int, max_gap_ns: int) -> np.ndarray:
+        """``sample`` at one time (same arithmetic, without the array machinery)."""
+        start, n = self._start, self._n
+        size = n - start
+        if size == 0:
+            return np.full(self.width, np.nan)
+        times = self._buf_t
+        idx = int(np.searchsorted(times[start:n], t_ns, side="right"))
+        lo = min(max(idx - 1, 0), size - 1)
+        if idx > 0 and int(times[start + lo]) == t_ns:
+            return self._buf_v[start + lo].copy()
+        if idx >= size:
+            if t_ns - int(times[n - 1]) <= max_gap_ns:
+                return self._buf_v[n - 1].copy()
+            return np.full(self.width, np.nan)
+        if idx == 0:
+            return np.full(self.width, np.nan)
+        t_lo = int(times[start + lo])
+        span = float(int(times[start + idx]) - t_lo)
+        if span > max_gap_ns:
+            return np.full(self.width, np.nan)
+        w = (t_ns - t_lo) / span if span > 0 else 0.0
+        return self._buf_v[start + lo] * (1 - w) + self._buf_v[start + idx] * w
+
+
 class _ClockMap:
-    """Maps one side's stamps onto the monitor clock (lower envelope of recv - stamp)."""
+    """Maps one side's stamps onto the monitor clock, per stream, across clock resets.
+
+    The offset is the lower envelope of ``recv - stamp`` over every stream of the side
+    (a leaky minimum): queueing and backlog only ever add delay, so the envelope is the
+    transport floor however late one topic is delivered. Resets are read from the stamps
+    of each stream, never from the delay: a stream whose stamp goes back by more than
+    ``reset_ns``, or lands more than ``reset_ns`` in the future of the envelope (after the
+    stream had stamps before), crossed a clock discontinuity. The first stream to cross
+    opens a new epoch (counted, offset re-initialised); the other streams keep the old
+    offset until they cross too, so backlogged samples stamped before the reset still map
+    where they belong.
+    """
 
     def __init__(self, leak: float, reset_ns: int) -> None:
         self.leak = leak
         self.reset_ns = reset_ns
-        self.offset_ns: int | None = None
         self.resets = 0
-        self._last_recv_ns: int | None = None
-        self._delays: list[float] = []
+        self._offsets: dict[int, int] = {}  # epoch -> offset (ns)
+        self._last_recv: dict[int, int] = {}  # epoch -> newest recv of the epoch
+        self._epoch: dict[str, int] = {}  # stream -> epoch
+        self._last_stamp: dict[str, tuple[int, int]] = {}  # stream -> (stamp, recv)
+        self._delays: deque = deque(maxlen=500)
+        self._stream_delays: dict[str, deque] = {}
 
-    def map(self, stamp_ns: int, recv_ns: int) -> tuple[int, bool]:
-        """Return (monitor time of the stamp, whether a clock reset was detected)."""
+    def delivery_delays_s(self) -> dict[str, dict[str, float]]:
+        """Per stream, p50/p99/max of the recent delivery delay beyond the transport floor."""
+        out = {}
+        for stream, delays in sorted(self._stream_delays.items()):
+            a = np.asarray(delays, dtype=float) * 1e-9
+            out[stream] = {"p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)), "max": float(a.max())}
+        return out
+
+    @property
+    def offset_ns(self) -> int | None:
+        """Offset of the newest epoch, or None before the first sample."""
+        return self._offsets[max(self._offsets)] if self._offsets else None
+
+    def map(self, stamp_ns: int, recv_ns: int, stream: str = "") -> tuple[int, bool]:
+        """Return (monitor time of the stamp, whether this stream crossed a clock reset here)."""
         d = recv_ns - stamp_ns
         reset = False
-        if self.offset_ns is None:
-            self.offset_ns = d
-        elif abs(d - self.offset_ns) > self.reset_ns:
-            self.offset_ns = d
-            self.resets += 1
-            reset = True
+        if not self._offsets:
+            self._offsets[0] = d
+            self._last_recv[0] = recv_ns
+        epoch = self._epoch.get(stream)
+        if epoch is None:
+            epoch = max(self._offsets)
         else:
-            dt = max(0, recv_ns - (self._last_recv_ns or recv_ns))
-            self.offset_ns = min(self.offset_ns + int(self.leak * dt), d)
-        self._last_recv_ns = recv_ns if self._last_recv_ns is None else max(self._last_recv_ns, recv_ns)
-        self._delays.append((d - self.offset_ns) * 1e-9)
-        if len(self._delays) > 500:
-            del self._delays[:250]
-        return stamp_ns + self.offset_ns, reset
+            last, last_recv = self._last_stamp[stream]
+            offset = self._offsets.get(epoch)
+            if offset is None:  # epoch forgotten (stream silent across several resets)
+                epoch = max(self._offsets)
+                offset = self._offsets[epoch]
+            backwards = stamp_ns < last - self.reset_ns
+            # Forward: the stamp outran the receive clock and landed in the envelope's future.
+            forward = (stamp_ns - last) - (recv_ns - last_recv) > self.reset_ns and d < offset - self.reset_ns
+            if backwards or forward:
+                reset = True
+                epoch += 1
+                if epoch not in self._offsets:
+                    epoch = max(self._offsets) + 1
+                    self._offsets[epoch] = d
+                    self._last_recv[epoch] = recv_ns
+                    self.resets += 1
+                    for old in sorted(self._offsets)[:-4]:
+                        del self._offsets[old]
+                        del self._last_recv[old]
+        self._epoch[stream] = epoch
+        self._last_stamp[stream] = (stamp_ns, recv_ns)
+        offset = self._offsets[epoch]
+        dt = max(0, recv_ns - self._last_recv[epoch])
+        offset = min(offset + int(self.leak * dt), d)
+        self._offsets[epoch] = offset
+        self._last_recv[epoch] = max(self._last_recv[epoch], recv_ns)
+        self._delays.append(d - offset)
+        per_stream = self._stream_delays.get(stream)
+        if per_stream is None:
+            per_stream = self._stream_delays[stream] = deque(maxlen=2000)
+        per_stream.append(d - offset)
+        return stamp_ns + offset, reset
 
     @property
     def spread_s(self) -> float:
-        return float(np.std(self._delays)) if len(self._delays) > 2 else 0.0
+        return float(np.std(self._delays)) * 1e-9 if len(self._delays) > 2 else 0.0
 
 
 def _quat_angle(q1: np.ndarray, q2: np.ndarray) -> float:
@@ -431,6 +531,9 @@ def _point_attr(point: Any, name: str, default: Any = None) -> Any:
     if isinstance(point, Mapping):
         return point.get(name, default)
     return getattr(point, name, default)
+
+
+_IDENTITY = object()  # marks a joint name order equal to the engine's
 
 
 # --------------------------------------------------------------------------- engine
@@ -463,6 +566,7 @@ class DivergenceEngine:
         self._events = EventTracker(cfg.events)
         self._ledger = ResidualLedger(CATEGORIES, cfg.summary_window_s)
         self._next_t_ns: int | None = None
+        self._name_orders: dict[tuple, Any] = {}
         self._pending = TickOutput()
         self.rejected: Counter = Counter()
         self.first_command_ns: int | None = None
@@ -474,7 +578,7 @@ class DivergenceEngine:
         self._eff_sq: np.ndarray | None = None
         self._force_res = np.zeros(3)
         self._torque_res = np.zeros(3)
-        self._tool_weight_world: np.ndarray | None = None
+        self._tool_weight: dict[str, np.ndarray | None] = {"world": None, "sensor": None}
         self._ext_force = np.zeros(3)
         self._last_t_ns: int | None = None
         self._contact = {s: False for s in SIDES}
@@ -515,13 +619,12 @@ class DivergenceEngine:
             raise ConfigError(f"unknown side {side!r}; expected one of {SIDES}")
         return side
 
-    def _map(self, side: str, stamp_ns: int, recv_ns: int) -> int:
+    def _map(self, side: str, stamp_ns: int, recv_ns: int, stream: str) -> int:
         if self.first_recv_ns is None:
             self.first_recv_ns = int(recv_ns)
-        t_ns, reset = self._clock[side].map(int(stamp_ns), int(recv_ns))
-        if reset:
-            for topic in ("joint_states", "wrench"):
-                self._health[(side, topic)].reset_stamps()
+        t_ns, crossed = self._clock[side].map(int(stamp_ns), int(recv_ns), stream)
+        if crossed and (side, stream) in self._health:
+            self._health[(side, stream)].reset_stamps()
         return t_ns
 
     def on_rejected(self, side: str, topic: str, reason: str) -> None:
@@ -540,27 +643,45 @@ class DivergenceEngine:
     ) -> bool:
         """Feed one joint_states message; returns False (and counts it) when malformed."""
         side = self._side(side)
-        names = tuple(str(n) for n in names)
+        names = tuple(names) if not isinstance(names, tuple) else names
         q = np.asarray(q_rad, dtype=float).ravel()
         n = len(names)
         qd = np.full(n, np.nan) if qd_rad_s is None or len(qd_rad_s) == 0 else np.asarray(qd_rad_s, dtype=float).ravel()
         eff = np.full(n, np.nan) if effort is None or len(effort) == 0 else np.asarray(effort, dtype=float).ravel()
-        if n == 0 or q.shape != (n,) or qd.shape != (n,) or eff.shape != (n,) or len(set(names)) != n:
+        if n == 0 or q.shape != (n,) or qd.shape != (n,) or eff.shape != (n,):
             self.on_rejected(side, "joint_states", "bad shape or names")
             return False
-        if self.joint_names is None:
-            self.joint_names = names
-            self._joints = {s: _Series(3 * n) for s in SIDES}
-            self._stall_s = np.zeros(n)
-        j = len(self.joint_names)
-        index = {name: i for i, name in enumerate(names)}
-        if any(name not in index for name in self.joint_names):
-            self.on_rejected(side, "joint_states", "missing joints")
-            return False
-        order = [index[name] for name in self.joint_names]
-        row = np.concatenate([q[order], qd[order], eff[order]])
-        t_ns = self._map(side, stamp_ns, recv_ns)
+        # The name order of a stream rarely changes: validate it once per distinct tuple.
+        cached = self._name_orders.get(names)
+        if cached is None:
+            str_names = tuple(str(x) for x in names)
+            if len(set(str_names)) != n:
+                self.on_rejected(side, "joint_states", "bad shape or names")
+                return False
+            if self.joint_names is None:
+                self.joint_names = str_names
+                self._joints = {s: _Series(3 * n) for s in SIDES}
+                self._stall_s = np.zeros(n)
+            index = {name: i for i, name in enumerate(str_names)}
+            if any(name not in index for name in self.joint_names):
+                self.on_rejected(side, "joint_states", "missing joints")
+                return False
+            order = np.array([index[name] for name in self.joint_names], dtype=np.intp)
+            cached = order if not np.array_equal(order, np.arange(n)) else None
+            if len(self._name_orders) > 64:
+                self._name_orders.clear()
+            self._name_orders[names] = cached if cached is not None else _IDENTITY
+        elif cached is _IDENTITY:
+            cached = None
+        j = len(self.joint_names or ())
+        if cached is None and n == j:
+            row = np.concatenate((q, qd, eff))
+        else:
+            order = cached if cached is not None else np.arange(j)
+            row = np.concatenate((q[order], qd[order], eff[order]))
+        t_ns = self._map(side, stamp_ns, recv_ns, "joint_states")
         self._joints[side].add(t_ns, row)
+        self._joints[side].last_recv_ns = int(recv_ns)
         self._health[(side, "joint_states")].add(int(stamp_ns), int(recv_ns), t_ns, row[: 2 * j])
         return True
 
@@ -574,9 +695,10 @@ class DivergenceEngine:
         if f.shape != (3,) or tq.shape != (3,):
             self.on_rejected(side, "wrench", "bad shape")
             return False
-        t_ns = self._map(side, stamp_ns, recv_ns)
+        t_ns = self._map(side, stamp_ns, recv_ns, "wrench")
         row = np.concatenate([f, tq])
         self._wrench[side].add(t_ns, row)
+        self._wrench[side].last_recv_ns = int(recv_ns)
         self._health[(side, "wrench")].add(int(stamp_ns), int(recv_ns), t_ns, row)
         return True
 
@@ -598,7 +720,7 @@ class DivergenceEngine:
         if p.shape != (3,) or q.shape != (4,):
             self.on_rejected(side, f"{which}_pose", "bad shape")
             return False
-        t_ns = self._map(side, stamp_ns, recv_ns)
+        t_ns = self._map(side, stamp_ns, recv_ns, f"{which}_pose")
         self._poses[(side, which)].add(t_ns, np.concatenate([p, q]))
         return True
 
@@ -612,9 +734,17 @@ class DivergenceEngine:
         self.command_count += 1
 
     # ------------------------------------------------------------------ ticking
-    def _streams_seen(self) -> list[_Series]:
-        out = [s for s in self._joints.values()]
-        out += [self._wrench[s] for s in SIDES if len(self._wrench[s])]
+    def _streams_seen(self, now_ns: int) -> list[tuple[_Series, int]]:
+        """(series, patience) of every stream seen: how long a late stream may stay silent
+        and still count as delivering (its learned delivery bursts, at least horizon_s)."""
+        horizon_ns = int(self.config.horizon_s * 1e9)
+        out = []
+        for side in SIDES:
+            for topic, series in (("joint_states", self._joints.get(side)), ("wrench", self._wrench[side])):
+                if series is None or not len(series):
+                    continue
+                burst_ns = self._health[(side, topic)].burst_silence_ns(now_ns)
+                out.append((series, max(horizon_ns, int(1.2 * burst_ns))))
         return out
 
     def tick(self, now_ns: int) -> TickOutput:
@@ -630,17 +760,34 @@ class DivergenceEngine:
             if self._next_t_ns < now_ns - backlog_ns:
                 self._next_t_ns = -(-(now_ns - backlog_ns) // self._dt_ns) * self._dt_ns
             horizon_ns = int(cfg.horizon_s * 1e9)
-            streams = self._streams_seen()
+            streams = self._streams_seen(now_ns)
             while self._next_t_ns <= now_ns:
                 t = self._next_t_ns
-                ready = all((s.last_ns or -1) >= t for s in streams) or t <= now_ns - horizon_ns
-                if not ready:
+                if not self._ready(t, now_ns, horizon_ns, backlog_ns, streams):
                     break
                 self._analyse(t)
                 self._next_t_ns = t + self._dt_ns
             self._trim(self._next_t_ns)
         out, self._pending = self._pending, TickOutput()
         return out
+
+    @staticmethod
+    def _ready(t: int, now_ns: int, horizon_ns: int, backlog_ns: int, streams: list[tuple[_Series, int]]) -> bool:
+        """Whether grid time t can be analysed: every stream reached it, or the late ones are
+        silent for longer than their patience (a stall), or t is max_backlog_s old.
+
+        A stream that is late but still delivering (or silent no longer than its usual
+        delivery bursts) is a backlog in the monitor's queue, not a stall: waiting for it
+        keeps load from faking dropouts.
+        """
+        if t > now_ns - horizon_ns:
+            return all((s.last_ns or -1) >= t for s, _ in streams)
+        if t <= now_ns - backlog_ns:
+            return True
+        for s, patience_ns in streams:
+            if (s.last_ns or -1) < t and s.last_recv_ns is not None and s.last_recv_ns > now_ns - patience_ns:
+                return False
+        return True
 
     def _trim(self, t_ns: int) -> None:
         before = t_ns - int(self.config.buffer_s * 1e9)
@@ -699,19 +846,26 @@ class DivergenceEngine:
         real_w = self._wrench["real"].window_mean(t - win_w_ns, t)
         wrench_valid = bool(np.all(np.isfinite(sim_w)) and np.all(np.isfinite(real_w)))
         world = {}
+        rots = {side: ee[side][3:] for side in SIDES}
+        ok = {side: bool(np.all(np.isfinite(r)) and np.linalg.norm(r) > 0) for side, r in rots.items()}
         for side, w in (("sim", sim_w), ("real", real_w)):
-            rot = ee[side][3:]
-            if np.all(np.isfinite(rot)) and np.linalg.norm(rot) > 0 and np.all(np.isfinite(w[:3])):
+            # Both forces go to the world frame, or neither: with one side's pose missing (late),
+            # the other's orientation stands in (the arms agree closely; a disagreement shows
+            # in the joints), so a frame mix-up never reads as a force residual.
+            rot = rots[side] if ok[side] else rots["real" if side == "sim" else "sim"]
+            if (ok["sim"] or ok["real"]) and np.all(np.isfinite(w[:3])):
                 world[side] = _quat_to_matrix(rot) @ w[:3]
             else:
                 world[side] = w[:3].copy()
+        # Without any orientation both stay in the sensor frame, with a tool weight of its own.
+        frame = "world" if ok["sim"] or ok["real"] else "sensor"
         if np.all(np.isfinite(world["sim"])):
-            if self._tool_weight_world is None:
-                self._tool_weight_world = world["sim"].copy()
-            elif np.linalg.norm(world["sim"] - self._tool_weight_world) < cfg.contact_release_n:
+            if self._tool_weight[frame] is None:
+                self._tool_weight[frame] = world["sim"].copy()
+            elif np.linalg.norm(world["sim"] - self._tool_weight[frame]) < cfg.contact_release_n:
                 a = min(1.0, dt_s / cfg.tool_weight_tau_s)
-                self._tool_weight_world = (1 - a) * self._tool_weight_world + a * world["sim"]
-        base = self._tool_weight_world if self._tool_weight_world is not None else np.zeros(3)
+                self._tool_weight[frame] = (1 - a) * self._tool_weight[frame] + a * world["sim"]
+        base = self._tool_weight[frame] if self._tool_weight[frame] is not None else np.zeros(3)
         contact_force = {}
         for side in SIDES:
             fw = world[side]
@@ -811,8 +965,9 @@ class DivergenceEngine:
             h = self._health[("real", topic)]
             if h.sample_count == 0:
                 continue
-            other = self._health[("sim", topic)].delay_std_s
-            for fl in h.flags(t, other_moving=other_moving.get(topic, True), other_delay_std_s=other):
+            twin = self._health[("sim", topic)]
+            for fl in h.flags(t, other_moving=other_moving.get(topic, True), now_ns=self._last_tick_ns,
+                              twin=twin if twin.sample_count else None):
                 if fl.active:
                     fl.evidence = {"stream": f"real/{topic}", **fl.evidence}
                 flags.append(fl)
@@ -1125,7 +1280,9 @@ class DivergenceEngine:
             "events": self.event_dicts(),
             "timing": {"clock_offset_s": offset_s, "clock_offset_std_s": offset_std_s,
                        "latency_s": latency_s, "latency_std_s": latency_std_s,
-                       "clock_resets": self.clock_resets},
+                       "clock_resets": self.clock_resets,
+                       "delivery_delay_s": {f"{side}/{stream}": stats for side in SIDES
+                                            for stream, stats in self._clock[side].delivery_delays_s().items()}},
             "residuals": residuals,
             "calibration": self._calibration(),
             "ledger": self._ledger.as_dict(),

@@ -11,7 +11,9 @@ near t, each as a :class:`HealthFlag` (name, active, severity 0..1, evidence). D
 - frozen: ``frozen_samples`` or more bit-identical consecutive samples while the other
   side's stream moves (the engine passes that in);
 - stamp_jitter: dispersion of the stamp intervals (median absolute deviation relative to
-  the period) or of the receive-minus-stamp delay, above thresholds;
+  the period) or stamps going backwards. The receive-minus-stamp delay is reported as
+  evidence but never raises the flag: its dispersion is the transport's and the
+  monitor's own load (queueing, backlog), not the sensor's;
 - saturation: one component pinned at the same non-zero value for ``saturation_samples``
   samples while other components of the same message vary (clipping).
 
@@ -24,6 +26,7 @@ Trackers keep bounded history and never read a clock: every input carries its ti
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,13 +47,15 @@ class FeatureConfig:
             its values over the run) for a repeat to count as frozen.
         jitter_window: number of recent samples the jitter statistics use.
         jitter_mad_ratio: stamp-interval MAD over period above this is jitter.
-        jitter_delay_std_s: std of (recv - stamp) above this (and above
-            ``jitter_delay_ratio`` times the other side's) is jitter.
-        jitter_delay_ratio: see jitter_delay_std_s.
         saturation_samples: identical non-zero samples of one component (others varying)
             needed for saturation.
         flag_hold_s: a flag raised by a sample stays visible this long around it.
         history_s: how much sample history is kept for queries.
+        warmup_s: an open gap (a stream gone silent) is not judged during the first
+            warmup_s of a stream's receive time (startup backlog, period still unknown).
+        burst_memory_s: half-life of the learned delivery silence: a stream that was
+            silent for a while and then delivered contiguous stamps was late (backlog),
+            not missing; an open gap is a dropout only when longer than such silences.
     """
 
     dropout_periods: float = 5.0
@@ -60,16 +65,16 @@ class FeatureConfig:
     frozen_motion_threshold: float = 1e-6
     jitter_window: int = 200
     jitter_mad_ratio: float = 0.25
-    jitter_delay_std_s: float = 0.003
-    jitter_delay_ratio: float = 3.0
     saturation_samples: int = 25
     flag_hold_s: float = 0.1
     history_s: float = 5.0
+    warmup_s: float = 2.0
+    burst_memory_s: float = 10.0
 
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid field."""
-        for name in ("dropout_periods", "min_period_s", "jitter_mad_ratio", "jitter_delay_std_s",
-                     "jitter_delay_ratio", "flag_hold_s", "history_s"):
+        for name in ("dropout_periods", "min_period_s", "jitter_mad_ratio", "flag_hold_s", "history_s", "warmup_s",
+                     "burst_memory_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"FeatureConfig.{name} must be > 0, got {getattr(self, name)}")
         for name in ("period_window", "frozen_samples", "jitter_window", "saturation_samples"):
@@ -85,6 +90,14 @@ class HealthFlag:
     active: bool = False
     severity: float = 0.0
     evidence: dict[str, str] = field(default_factory=dict)
+
+
+def _median(values: Iterable[float]) -> float:
+    """Median (the mean of the middle two for an even count), as np.median; cheaper on short deques."""
+    ordered = sorted(values)
+    n = len(ordered)
+    mid = n // 2
+    return float(ordered[mid]) if n % 2 else float((ordered[mid - 1] + ordered[mid]) / 2.0)
 
 
 def _clip01(x: float) -> float:
@@ -106,6 +119,10 @@ class StreamHealth:
         self.sample_count = 0
         self._last_stamp_ns: int | None = None
         self._last_time_ns: int | None = None
+        self._last_recv_ns: int | None = None
+        self._first_recv_ns: int | None = None
+        self._burst_silence_ns = 0
+        self._burst_at_ns = 0
         self._last_values: np.ndarray | None = None
         self._intervals_s: deque[float] = deque(maxlen=config.period_window)
         self._delays_s: deque[float] = deque(maxlen=config.jitter_window)
@@ -126,7 +143,7 @@ class StreamHealth:
             return None
         # The median is refreshed every few intervals: it moves slowly and costs O(n).
         if self._period_cache is None or self._since_period >= 16:
-            self._period_cache = max(self.config.min_period_s, float(np.median(self._intervals_s)))
+            self._period_cache = max(self.config.min_period_s, _median(self._intervals_s))
             self._since_period = 0
         return self._period_cache
 
@@ -146,7 +163,8 @@ class StreamHealth:
             values: every numeric field of the message, flattened.
         """
         cfg = self.config
-        values = np.asarray(values, dtype=float).ravel()
+        if not (isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype == np.float64):
+            values = np.asarray(values, dtype=float).ravel()
         self.sample_count += 1
         if self._last_stamp_ns is not None:
             ds = (stamp_ns - self._last_stamp_ns) * 1e-9
@@ -157,6 +175,14 @@ class StreamHealth:
                     self._intervals_s.append(ds)
                     self._since_period += 1
         self._delays_s.append((recv_ns - stamp_ns) * 1e-9)
+        if self._last_recv_ns is None:
+            self._first_recv_ns = self._last_recv_ns = recv_ns
+        else:
+            silence_ns = recv_ns - self._last_recv_ns
+            if (self._last_stamp_ns is not None and silence_ns > 4 * (stamp_ns - self._last_stamp_ns) > 0
+                    and silence_ns > self.burst_silence_ns(recv_ns)):
+                self._burst_silence_ns, self._burst_at_ns = silence_ns, recv_ns
+            self._last_recv_ns = max(self._last_recv_ns, recv_ns)
         self._last_stamp_ns = stamp_ns
         if self._last_time_ns is not None:
             period = self.period_s
@@ -165,20 +191,22 @@ class StreamHealth:
                 self._gaps.append((self._last_time_ns, time_ns))
         self._last_time_ns = time_ns if self._last_time_ns is None else max(self._last_time_ns, time_ns)
 
-        if not np.all(np.isfinite(values)):
-            self._marks.append((time_ns, "nonfinite", float(np.mean(~np.isfinite(values)))))
+        finite = np.isfinite(values)
+        all_finite = bool(finite.all())
+        if not all_finite:
+            self._marks.append((time_ns, "nonfinite", float(np.mean(~finite))))
         prev = self._last_values
         if prev is not None and prev.shape == values.shape:
             same = values == prev
-            if np.all(same) and np.all(np.isfinite(values)):
-                self._repeat_run += 1
-            else:
-                self._repeat_run = 0
-            if self._component_run is None or self._component_run.shape != values.shape:
-                self._component_run = np.zeros(values.shape, dtype=int)
-            pinned = same & (values != 0) & np.isfinite(values)
-            self._component_run = np.where(pinned, self._component_run + 1, 0)
-            if not np.all(same) and np.any(self._component_run >= cfg.saturation_samples):
+            all_same = bool(same.all())
+            self._repeat_run = self._repeat_run + 1 if all_same and all_finite else 0
+            run = self._component_run
+            if run is None or run.shape != values.shape:
+                run = np.zeros(values.shape, dtype=int)
+            pinned = same & (values != 0) & finite
+            run = (run + 1) * pinned
+            self._component_run = run
+            if not all_same and int(run.max()) >= cfg.saturation_samples:
                 self._marks.append((time_ns, "saturation", 1.0))
         else:
             self._repeat_run = 0
@@ -186,6 +214,17 @@ class StreamHealth:
             self._marks.append((time_ns, "repeat", float(self._repeat_run + 1)))
         self._last_values = values
         self._trim(time_ns)
+
+    def has_gap(self, start_ns: int, end_ns: int) -> bool:
+        """Whether a gap of this stream overlaps [start_ns, end_ns] (monitor time)."""
+        return any(s <= end_ns and e >= start_ns for s, e in self._gaps)
+
+    def burst_silence_ns(self, now_ns: int) -> int:
+        """Longest recent delivery silence after which the stamps continued (decaying)."""
+        if not self._burst_silence_ns:
+            return 0
+        age_s = max(0, now_ns - self._burst_at_ns) * 1e-9
+        return int(self._burst_silence_ns * 0.5 ** (age_s / self.config.burst_memory_s))
 
     def _trim(self, now_ns: int) -> None:
         keep_ns = int(self.config.history_s * 1e9)
@@ -199,13 +238,20 @@ class StreamHealth:
         """Monitor-time of the newest sample, or None."""
         return self._last_time_ns
 
-    def flags(self, t_ns: int, other_moving: bool = True, other_delay_std_s: float | None = None) -> list[HealthFlag]:
+    def flags(
+        self, t_ns: int, other_moving: bool = True, now_ns: int | None = None, twin: "StreamHealth | None" = None
+    ) -> list[HealthFlag]:
         """Return the flags of every detector at analysis time t_ns.
 
         Args:
             t_ns: analysis time on the monitor time base.
-            other_moving: whether the other side's stream changed around t (gates frozen).
-            other_delay_std_s: std of the other side's (recv - stamp), to compare jitter.
+            other_moving: whether the other side's stream changed around t (gates frozen
+                and saturation).
+            now_ns: the monitor's receive clock now. A gap still open at t is a dropout
+                only if nothing of the stream was received for the same time either (a
+                backlogged stream still delivers; a dropped one is silent).
+            twin: the same stream of the other side. A gap the twin shares (or a silence
+                it shares) is lost on the way to the monitor, not by the sensor.
         """
         cfg = self.config
         hold_ns = int(cfg.flag_hold_s * 1e9)
@@ -215,13 +261,25 @@ class StreamHealth:
         dropout = HealthFlag("dropout")
         for start, end in self._gaps:
             if start - hold_ns <= t_ns <= end + hold_ns:
+                if twin is not None and twin.has_gap(start - hold_ns, end + hold_ns):
+                    continue
                 dropout.active = True
                 gap_s = (end - start) * 1e-9
                 dropout.severity = _clip01(gap_s / (10 * cfg.dropout_periods * (period or 0.01)))
                 dropout.evidence = {"gap_s": f"{gap_s:.3f}", "period_s": f"{period or 0:.4f}"}
         if period is not None and self._last_time_ns is not None:
             open_gap_s = (t_ns - self._last_time_ns) * 1e-9
-            if open_gap_s > cfg.dropout_periods * period:
+            silent_s = open_gap_s
+            limit_s = cfg.dropout_periods * period
+            if now_ns is not None and self._last_recv_ns is not None:
+                silent_s = (now_ns - self._last_recv_ns) * 1e-9
+                limit_s = max(limit_s, 1.2e-9 * self.burst_silence_ns(now_ns))
+                if (now_ns - self._first_recv_ns) * 1e-9 < cfg.warmup_s:
+                    silent_s = 0.0
+                if twin is not None and twin._last_recv_ns is not None:
+                    if (now_ns - twin._last_recv_ns) * 1e-9 > limit_s:
+                        silent_s = 0.0  # the twin is silent too: nothing reaches the monitor
+            if min(open_gap_s, silent_s) > limit_s:
                 dropout.active = True
                 dropout.severity = max(dropout.severity, _clip01(open_gap_s / (10 * cfg.dropout_periods * period)))
                 dropout.evidence = {"gap_s": f"{open_gap_s:.3f}", "open": "true", "period_s": f"{period:.4f}"}
@@ -256,18 +314,16 @@ class StreamHealth:
             iv = np.asarray(self._stamp_intervals_s)
             mad_ratio = float(np.median(np.abs(iv - np.median(iv)))) / period
             backwards = int(np.sum(iv <= 0))
-            delay_std = float(np.std(np.asarray(self._delays_s)))
-            delay_flag = delay_std > cfg.jitter_delay_std_s and (
-                other_delay_std_s is None or delay_std > cfg.jitter_delay_ratio * other_delay_std_s
-            )
-            if mad_ratio > cfg.jitter_mad_ratio or backwards > 0.05 * iv.size or delay_flag:
+            if mad_ratio > cfg.jitter_mad_ratio or backwards > 0.05 * iv.size:
+                delay_std = float(np.std(np.asarray(self._delays_s)))
                 jitter.active = True
-                jitter.severity = _clip01(max(mad_ratio / (4 * cfg.jitter_mad_ratio),
-                                              delay_std / (4 * cfg.jitter_delay_std_s)))
+                jitter.severity = _clip01(max(mad_ratio / (4 * cfg.jitter_mad_ratio), backwards / iv.size))
                 jitter.evidence = {"interval_mad_over_period": f"{mad_ratio:.3f}",
                                    "delay_std_s": f"{delay_std:.4f}", "backwards_stamps": str(backwards)}
         out.append(jitter)
 
+        # A still arm holds its positions too: pinned is clipping only while the twin moves.
+        saturated = saturated and other_moving
         saturation = HealthFlag("saturation", active=saturated, severity=1.0 if saturated else 0.0)
         out.append(saturation)
         return out

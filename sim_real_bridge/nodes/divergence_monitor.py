@@ -117,21 +117,6 @@ def _engine_parameters(prefix: str, config: Any) -> dict[str, Any]:
     return out
 
 
-def _engine_config(values: dict[str, Any]) -> EngineConfig:
-    """EngineConfig from flattened parameters (names without the ``engine.`` prefix)."""
-    defaults = EngineConfig()
-    grouped: dict[str, Any] = {}
-    for name, value in values.items():
-        block, _, rest = name.partition(".")
-        head, _, key = rest.partition(".")
-        sub = getattr(defaults, block, None)
-        if key and is_dataclass(sub) and isinstance(getattr(sub, head, None), dict):
-            grouped.setdefault(f"{block}.{head}", {})[key] = value
-        else:
-            grouped[name] = value
-    return EngineConfig.from_dict(grouped)
-
-
 class DivergenceMonitor(Node):
     """The live monitor; everything is created here, callbacks only feed and publish."""
 
@@ -149,7 +134,7 @@ class DivergenceMonitor(Node):
         for name, default in engine_defaults.items():
             self.declare_parameter(name, default, ParameterDescriptor(description="see sim_real_bridge.core.engine.EngineConfig"))
         param = lambda name: self.get_parameter(name).value  # noqa: E731
-        self._engine = DivergenceEngine(_engine_config(
+        self._engine = DivergenceEngine(EngineConfig.from_flat(
             {name[len("engine."):]: param(name) for name in engine_defaults}
         ))
         self._intake = intake.IntakeConfig(
@@ -205,7 +190,7 @@ class DivergenceMonitor(Node):
                 subscriber = message_filters.Subscriber(self, msg_type, topic, qos_profile=qos, raw=True)
                 handle = self._input_callback(side, stream, resolved, msg_type, type_name)
                 subscriber.registerCallback(self._draining(handle))
-                if stream in ("joint_states", "wrench"):
+                if stream != "joint_trajectory":  # poses too: undrained, they queued for seconds
                     self._drain_sources.append((subscriber, handle))
                 self._subscribers.append(subscriber)
 

@@ -30,7 +30,7 @@ diagnostics, use_sim_time) are ignored; any other unknown key raises ConfigError
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, is_dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -93,24 +93,7 @@ class ReplayConfig:
 
     def engine_config(self) -> EngineConfig:
         """The validated EngineConfig."""
-        return _engine_config(self.engine)
-
-
-def _engine_config(values: Mapping[str, Any]) -> EngineConfig:
-    """EngineConfig from flattened names, dict-valued fields regrouped as the monitor does
-    (``events.min_duration_by_category.human: 0.3`` -> ``{"events.min_duration_by_category": {"human": 0.3}}``)."""
-    defaults = EngineConfig()
-    grouped: dict[str, Any] = {}
-    for name, value in values.items():
-        block, _, rest = name.partition(".")
-        head, _, key = rest.partition(".")
-        sub = getattr(defaults, block, None)
-        if key and is_dataclass(sub) and isinstance(getattr(sub, head, None), dict):
-            # The monitor declares every default entry, so an override keeps the others.
-            grouped.setdefault(f"{block}.{head}", dict(getattr(sub, head)))[key] = value
-        else:
-            grouped[name] = value
-    return EngineConfig.from_dict(grouped)
+        return EngineConfig.from_flat(self.engine)
 
 
 def _flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -207,7 +190,7 @@ def replay_config_from_dict(values: Mapping[str, Any], source: str = "<memory>")
             if required and not topics[side][stream]:
                 raise ConfigError(f"{source}: {side}_topics.{stream} must name a topic")
     try:
-        _engine_config(engine)
+        EngineConfig.from_flat(engine)
     except ConfigError as error:
         raise ConfigError(f"{source}: engine parameters: {error}") from None
     intake = IntakeConfig(limits=validation.InputLimits(**limits), stamps_on_node_clock=stamps_on_node_clock,
