@@ -447,6 +447,9 @@ class _ClockMap:
         self._last_stamp: dict[str, tuple[int, int]] = {}  # stream -> (stamp, recv)
         self._delays: deque = deque(maxlen=500)
         self._stream_delays: dict[str, deque] = {}
+        self._count = 0
+        self._spread_at = 0
+        self._spread_cache: float | None = None
 
     def delivery_delays_s(self) -> dict[str, dict[str, float]]:
         """Per stream, p50/p99/max of the recent delivery delay beyond the transport floor."""
@@ -499,6 +502,7 @@ class _ClockMap:
         self._offsets[epoch] = offset
         self._last_recv[epoch] = max(self._last_recv[epoch], recv_ns)
         self._delays.append(d - offset)
+        self._count += 1
         per_stream = self._stream_delays.get(stream)
         if per_stream is None:
             per_stream = self._stream_delays[stream] = deque(maxlen=2000)
@@ -507,7 +511,13 @@ class _ClockMap:
 
     @property
     def spread_s(self) -> float:
-        return float(np.std(self._delays)) * 1e-9 if len(self._delays) > 2 else 0.0
+        """Std of the delivery delay over recent samples (refreshed every 100 samples)."""
+        if len(self._delays) <= 2:
+            return 0.0
+        if self._spread_cache is None or self._count - self._spread_at >= 100:
+            self._spread_cache = float(np.std(self._delays)) * 1e-9
+            self._spread_at = self._count
+        return self._spread_cache
 
 
 def _quat_angle(q1: np.ndarray, q2: np.ndarray) -> float:
@@ -760,14 +770,20 @@ class DivergenceEngine:
             if self._next_t_ns < now_ns - backlog_ns:
                 self._next_t_ns = -(-(now_ns - backlog_ns) // self._dt_ns) * self._dt_ns
             horizon_ns = int(cfg.horizon_s * 1e9)
-            streams = self._streams_seen(now_ns)
+            streams: list[tuple[_Series, int]] | None = None  # built only when a grid time is due
+            analysed = False
             while self._next_t_ns <= now_ns:
                 t = self._next_t_ns
+                if streams is None:
+                    streams = self._streams_seen(now_ns)
                 if not self._ready(t, now_ns, horizon_ns, backlog_ns, streams):
                     break
-                self._analyse(t)
+                # Advance first: an analysis cut short (Ctrl-C lands anywhere) is never repeated.
                 self._next_t_ns = t + self._dt_ns
-            self._trim(self._next_t_ns)
+                analysed = True
+                self._analyse(t)
+            if analysed:
+                self._trim(self._next_t_ns)
         out, self._pending = self._pending, TickOutput()
         return out
 
@@ -1297,11 +1313,15 @@ class DivergenceEngine:
         """
         from sim_real_bridge.core.calibration import fit_joint_calibration
 
-        if len(self._calib_sim) < 10:
+        n = min(len(self._calib_t), len(self._calib_sim), len(self._calib_real), len(self._calib_free))
+        if n < 10:
             return []
+        t = np.asarray(self._calib_t[:n], dtype=np.int64)
+        # Rows of an analysis interrupted between appends would break the strict order.
+        keep = np.concatenate(([True], np.diff(t) > 0))
         fits = fit_joint_calibration(
-            np.asarray(self._calib_t, dtype=np.int64), np.asarray(self._calib_sim), np.asarray(self._calib_real),
-            np.asarray(self._calib_free, dtype=bool), int(self.config.fit_max_delay_s * 1e9),
+            t[keep], np.asarray(self._calib_sim[:n])[keep], np.asarray(self._calib_real[:n])[keep],
+            np.asarray(self._calib_free[:n], dtype=bool)[keep], int(self.config.fit_max_delay_s * 1e9),
             joint_names=self.joint_names, delay_step_ns=int(self.config.fit_delay_step_s * 1e9) // 2,
         )
 
