@@ -21,11 +21,13 @@ class StreamStatus:
         topic: resolved topic name.
         stale_periods: silence, in expected periods, after which the stream is STALE.
         warn_window_ns: how long a refused message keeps the stream at WARN.
+        outage_ns: silence of every input after which a stream is STALE anyway.
     """
 
     topic: str
     stale_periods: float = 3.0
     warn_window_ns: int = 2_000_000_000
+    outage_ns: int = 1_000_000_000
     count: int = 0
     refused: Counter = field(default_factory=Counter)
     flagged: Counter = field(default_factory=Counter)
@@ -65,17 +67,26 @@ class StreamStatus:
         (self.refused if refused else self.flagged)[reason] += 1
         self.last_problem_ns = recv_ns
 
-    def is_stale(self, now_ns: int) -> bool:
-        """True when nothing arrived for ``stale_periods`` expected periods."""
+    def is_stale(self, now_ns: int, latest_input_ns: int | None = None) -> bool:
+        """True when this stream fell silent.
+
+        Silent means: other input kept arriving for ``stale_periods`` expected periods
+        after this stream's last message (``latest_input_ns`` is the newest receive time
+        over every stream), or nothing at all arrived for ``outage_ns`` (then a monitor
+        that was merely starved of CPU for a few periods does not call every stream stale).
+        """
         if self.last_recv_ns is None or self.period_ns is None:
             return self.last_recv_ns is None
-        return now_ns - self.last_recv_ns > self.stale_periods * self.period_ns
+        limit_ns = self.stale_periods * self.period_ns
+        if latest_input_ns is not None and latest_input_ns - self.last_recv_ns > limit_ns:
+            return True
+        return now_ns - self.last_recv_ns > max(limit_ns, self.outage_ns)
 
-    def level(self, now_ns: int) -> tuple[int, str]:
+    def level(self, now_ns: int, latest_input_ns: int | None = None) -> tuple[int, str]:
         """(level, message) at ``now_ns``; counts a new stale episode once."""
         if self.last_recv_ns is None:
             return STALE, "no message received yet"
-        if self.is_stale(now_ns):
+        if self.is_stale(now_ns, latest_input_ns):
             if not self._was_stale:
                 self._was_stale = True
                 self.stale_episodes += 1

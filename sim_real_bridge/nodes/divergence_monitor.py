@@ -171,6 +171,7 @@ class DivergenceMonitor(Node):
         self._snapshot_paths: dict[str, str] = {}
         self._open_categories: dict[str, str] = {}
         self._latest_pose: Any | None = None
+        self._latest_input_ns = 0
         self._logged_once: set[tuple[str, str]] = set()
 
         self._status: dict[str, StreamStatus] = {}
@@ -246,6 +247,7 @@ class DivergenceMonitor(Node):
         def on_message(data: bytes) -> None:
             recv_ns = self._now_ns()
             self._status[topic].on_message(recv_ns)
+            self._latest_input_ns = max(self._latest_input_ns, recv_ns)
             if self._capture is not None:
                 self._capture.add_message(topic, type_name, recv_ns, data)
             try:
@@ -404,7 +406,7 @@ class DivergenceMonitor(Node):
     # ------------------------------------------------------------------ diagnostics
     def _stream_diagnostic(self, topic: str) -> Any:
         status = self._status[topic]
-        level, message = status.level(self._now_ns())
+        level, message = status.level(self._now_ns(), self._latest_input_ns)
         return make_status(f"{NODE_NAME}: {topic}", LEVELS[level], message, status.values())
 
     def _alignment_diagnostic(self) -> Any:

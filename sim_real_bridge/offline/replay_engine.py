@@ -110,6 +110,20 @@ def _non_finite(*columns: np.ndarray) -> np.ndarray:
     return bad
 
 
+def _sent(column: np.ndarray) -> np.ndarray:
+    """The column with all-NaN rows (arrays the robot did not publish) made finite,
+    as :func:`intake.feed_joint_state` ignores them."""
+    if not column.size:
+        return column
+    rows = column.reshape(column.shape[0], -1)
+    absent = np.isnan(rows).all(axis=1)
+    if not absent.any():
+        return column
+    out = rows.copy()
+    out[absent] = 0.0
+    return out
+
+
 def _frame_reasons(frame_ids: Sequence[str] | str, expected: str, n: int) -> np.ndarray:
     out = np.full(n, "", dtype=object)
     if not expected:
@@ -313,7 +327,7 @@ def _vector_joint_feeder(engine: DivergenceEngine, config: intake.IntakeConfig,
     stamp_reason = _stamp_reasons(config, stamps, np.asarray(stream.recv_ns, dtype=np.int64)).tolist()
     stamps_list = stamps.tolist()
     static = _static_joint_reason(names, len(names), config.limits)
-    flagged = _non_finite(stream.position, stream.velocity, stream.effort).tolist()
+    flagged = _non_finite(stream.position, _sent(stream.velocity), _sent(stream.effort)).tolist()
     pos, vel, eff = stream.position, stream.velocity, stream.effort
     side = stream.side
     dynamic: dict[tuple[str, ...], str | None] = {}
