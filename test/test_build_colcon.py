@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.checkout import copy_checkout
 
 from sim_real_bridge.ros.graph import GraphOptions, demo_graph
 
@@ -17,25 +18,13 @@ pytestmark = [pytest.mark.build, pytest.mark.slow]
 PREFIX = Path(sys.prefix)
 
 
-def _source_files(repo: Path) -> list[str]:
-    out = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=repo, check=True, capture_output=True,
-    ).stdout.decode()
-    return [p for p in out.split("\0") if p and (repo / p).is_file()]
-
-
 @pytest.fixture(scope="module")
 def colcon_install(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Copies the checkout into ws/src like a clone and runs colcon build there."""
     if shutil.which("colcon", path=str(PREFIX / "bin")) is None:
         pytest.fail("colcon is not installed in the test environment (requirements/ros.txt)")
     workspace = tmp_path_factory.mktemp("ws")
-    package_dir = workspace / "src" / "sim_real_bridge"
-    for rel in _source_files(repo_root):
-        target = package_dir / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(repo_root / rel, target)
+    copy_checkout(repo_root, workspace / "src" / "sim_real_bridge")
     env = dict(os.environ, AMENT_PREFIX_PATH=str(PREFIX), CMAKE_PREFIX_PATH=str(PREFIX))
     result = subprocess.run(
         [str(PREFIX / "bin" / "colcon"), "build", "--cmake-args",

@@ -2,33 +2,22 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import venv
 from pathlib import Path
 
 import pytest
+from helpers.checkout import copy_checkout
 
 pytestmark = [pytest.mark.build, pytest.mark.slow]
-
-
-def _source_files(repo: Path) -> list[str]:
-    out = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=repo, check=True, capture_output=True,
-    ).stdout.decode()
-    return [p for p in out.split("\0") if p and (repo / p).is_file()]
 
 
 @pytest.fixture(scope="module")
 def pip_venv(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with `pip install .` of a clean copy of the checkout."""
     base = tmp_path_factory.mktemp("pip")
-    source = base / "src"
-    for rel in _source_files(repo_root):
-        (source / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(repo_root / rel, source / rel)
+    source = copy_checkout(repo_root, base / "src")
     env_dir = base / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
