@@ -282,3 +282,30 @@ def test_clock_reset_under_backlog_is_counted_once() -> None:
     engine, outputs, summary = run(_backlogged(make_streams(reset_at_s=4.0)))
     assert summary["timing"]["clock_resets"] == 1
     assert summary["events"] == []
+
+
+def _rest_then_motion(command_recv_s: float, move_at_s: float = 1.0, duration_s: float = 3.0) -> list[dict]:
+    """Both arms rest, then move from move_at_s; the monitor hears the command at command_recv_s."""
+    msgs: list[dict] = [dict(type="command", stamp_ns=0, recv_ns=T0_RECV_NS + int(command_recv_s * 1e9),
+                             names=NAMES, points=[])]
+    for k in range(int(duration_s * RATE_HZ)):
+        t = k / RATE_HZ
+        tm = max(0.0, t - move_at_s)
+        q = 0.3 * (1 - np.cos(2 * np.pi * 0.5 * tm)) * np.ones(7)
+        qd = 0.3 * np.pi * np.sin(2 * np.pi * 0.5 * tm) * np.ones(7)
+        for side in ("sim", "real"):
+            stamp = int(t * 1e9) + (REAL_OFFSET_NS if side == "real" else 0)
+            msgs.append(dict(type="joint_state", side=side, stamp_ns=stamp, recv_ns=T0_RECV_NS + int(t * 1e9) + 10**6,
+                             names=NAMES, q_rad=q, qd_rad_s=qd, effort=np.zeros(7)))
+    msgs.sort(key=lambda m: m["recv_ns"])
+    return msgs
+
+
+def test_run_starts_when_the_arm_moved_if_the_command_was_heard_late() -> None:
+    late, _ = analyze_streams(_rest_then_motion(command_recv_s=1.6))
+    assert late.to_seconds(T0_RECV_NS + 10**9) == pytest.approx(0.0, abs=0.02)
+    on_time, _ = analyze_streams(_rest_then_motion(command_recv_s=0.99))
+    assert on_time.to_seconds(T0_RECV_NS + 990_000_000) == 0.0  # heard before the arm moved: the receipt
+    # the first command was missed: a later one (5 s in) is the first heard
+    missed, _ = analyze_streams(_rest_then_motion(command_recv_s=5.0, duration_s=6.0))
+    assert missed.to_seconds(T0_RECV_NS + 10**9) == pytest.approx(0.0, abs=0.02)

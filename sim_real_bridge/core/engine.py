@@ -6,15 +6,24 @@ and ``recv_ns`` (when the monitor received it, on the monitor's clock), and ``ti
 takes the monitor's ``now_ns``.
 
 Time base. Each side's stamps are mapped onto the monitor clock with a per-side offset
-tracked as the lower envelope of ``recv_ns - stamp_ns`` (a leaky minimum, so it follows
-slow drift); a jump of that difference beyond ``clock_reset_s`` is a clock reset on
-that side: counted, the offset re-initialised, the side's stamp statistics forgotten.
-Mapped sample times therefore stay continuous across resets, so a reset makes no gap.
+tracked as the lower envelope of ``recv_ns - stamp_ns`` over all the side's streams (a
+leaky minimum, so it follows slow drift): queueing and backlog only ever add delay, so
+however late one topic is delivered, the freshest stream sets the offset. A clock reset
+is read from the stamps of each stream: a stream whose stamps jump back by more than
+``clock_reset_s`` (or forward beyond what the receive clock advanced, into the
+envelope's future) crossed it. The first stream to cross opens a new epoch (counted,
+offset re-initialised); each other stream keeps the old offset until it crosses too, so
+its backlogged samples stamped before the reset still map where they belong. Mapped
+sample times therefore stay continuous across resets, so a reset makes no gap.
+
+Late streams. A grid time waits for a stream that is late but still delivering (or
+silent no longer than the delivery bursts it has shown, where the stamps continued
+after the silence) up to ``max_backlog_s``; a stream silent for longer is a stall.
 
 Analysis grid. Analysis runs at fixed times ``k / analysis_rate_hz`` on the monitor
 time base (absolute multiples, so live and replay use the same grid). A grid time t is
 analysed once every stream seen so far has a sample at or after t, or once
-``now_ns - horizon_s`` has passed t (a stalled stream then shows as a dropout). Results
+``now_ns - horizon_s`` has passed t and the late streams are stalled (see Late streams). Results
 depend on the data, not on when ``tick`` is called, except when a stream stalls.
 
 At each grid time the engine interpolates both sides (joints, wrench, poses), forms
@@ -81,7 +90,7 @@ class EngineConfig:
         max_interp_gap_s: never interpolate across samples further apart than this.
         buffer_s: history kept per stream.
         offset_leak: rate (s per s) at which the clock-offset envelope may rise.
-        clock_reset_s: jump of (recv - stamp) that counts as a clock reset.
+        clock_reset_s: stamp discontinuity of one stream that counts as a clock reset.
         fit_window_s: window of the delay/gain/offset fit.
         fit_period_s: how often the fit runs.
         fit_max_delay_s: largest delay the fit tries.
@@ -544,6 +553,9 @@ def _point_attr(point: Any, name: str, default: Any = None) -> Any:
 
 
 _IDENTITY = object()  # marks a joint name order equal to the engine's
+ONSET_SPEED_RAD_S = 0.003  # joint speed that counts as the arm leaving rest
+ONSET_QUIET_S = 0.2  # rest needed before a motion onset counts as the run start
+ONSET_MAX_REST_RAD_S = 0.05  # faster than this at the start, the arm was not at rest
 
 
 # --------------------------------------------------------------------------- engine
@@ -580,6 +592,11 @@ class DivergenceEngine:
         self._pending = TickOutput()
         self.rejected: Counter = Counter()
         self.first_command_ns: int | None = None
+        self._motion_onset_ns: int | None = None
+        self._onset_done = False
+        self._onset_first_ns: int | None = None
+        self._onset_threshold: float | None = None
+        self._onset_scanned_ns = 0
         self.first_recv_ns: int | None = None
         self._last_command_ns: int | None = None
         self.command_count = 0
@@ -784,8 +801,50 @@ class DivergenceEngine:
                 self._analyse(t)
             if analysed:
                 self._trim(self._next_t_ns)
+        self._find_motion_onset()
         out, self._pending = self._pending, TickOutput()
         return out
+
+    def _find_motion_onset(self) -> None:
+        """Watch the real arm leave its initial rest: the run start as the robots lived it.
+
+        Robots start a trajectory on receipt, so the real arm's first motion out of rest is
+        when the run started for it. The first command's receipt here can lag that by the
+        monitor's backlog, or be a later command when the first one was missed (discovery
+        on a loaded machine); t0 is the earlier of the two. The rest level is learned over
+        the first ``ONSET_QUIET_S`` of samples; an arm already moving then gives no onset.
+        """
+        if self._onset_done or "real" not in self._joints:
+            return
+        series = self._joints["real"]
+        if len(series) < 2:
+            return
+        j = len(self.joint_names or ())
+        times = series.times
+        quiet_ns = int(ONSET_QUIET_S * 1e9)
+        if self._onset_first_ns is None:
+            self._onset_first_ns = int(times[0])
+        rest_end = self._onset_first_ns + quiet_ns
+        if self._onset_threshold is None:
+            if int(times[-1]) < rest_end:
+                return
+            hi = int(np.searchsorted(times, rest_end, side="right"))
+            rest = np.max(np.abs(np.nan_to_num(series.values[:hi, j:2 * j])))
+            if rest > ONSET_MAX_REST_RAD_S:
+                self._onset_done = True  # moving from the start: no rest to leave
+                return
+            self._onset_threshold = max(ONSET_SPEED_RAD_S, 3.0 * float(rest))
+            self._onset_scanned_ns = rest_end
+        lo = int(np.searchsorted(times, self._onset_scanned_ns, side="right"))
+        if lo >= len(times):
+            return
+        speed = np.max(np.abs(np.nan_to_num(series.values[lo:, j:2 * j])), axis=1)
+        moving = np.nonzero(speed > self._onset_threshold)[0]
+        if moving.size:
+            self._motion_onset_ns = int(times[lo + moving[0]])
+            self._onset_done = True
+        else:
+            self._onset_scanned_ns = int(times[-1])
 
     @staticmethod
     def _ready(t: int, now_ns: int, horizon_ns: int, backlog_ns: int, streams: list[tuple[_Series, int]]) -> bool:
@@ -1201,6 +1260,8 @@ class DivergenceEngine:
         return sum(c.resets for c in self._clock.values())
 
     def _t0_ns(self) -> int:
+        if self._motion_onset_ns is not None and self.first_command_ns is not None:
+            return min(self._motion_onset_ns, self.first_command_ns)
         if self.first_command_ns is not None:
             return self.first_command_ns
         return self.first_recv_ns or 0

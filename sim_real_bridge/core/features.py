@@ -6,7 +6,10 @@ near t, each as a :class:`HealthFlag` (name, active, severity 0..1, evidence). D
 
 - dropout: a gap between consecutive samples (or since the last one) longer than
   ``dropout_periods`` expected periods; the expected period is learned online as the
-  median of recent stamp intervals;
+  median of recent stamp intervals. A gap still open counts only once nothing of the
+  stream was received for longer than that and than its learned delivery bursts, after
+  a warm-up; a gap or silence the other side's twin stream shares was lost on the way
+  to the monitor (its load), not by the sensor;
 - nonfinite: NaN or inf in a sample;
 - frozen: ``frozen_samples`` or more bit-identical consecutive samples while the other
   side's stream moves (the engine passes that in);
