@@ -193,6 +193,23 @@ def test_sim_time_clock_source_publishes_clock(ros):
     assert node.robot.time_ns >= values[-1]
 
 
+def test_task_player_start_lead_zero_means_start_on_receipt(ros):
+    ros.add(
+        TaskPlayerNode(
+            context=ros.context,
+            parameter_overrides=[
+                Parameter("task", value="reach"), Parameter("duration_s", value=5.0),
+                Parameter("start_delay_s", value=0.0), Parameter("wait_for_nodes", value=["probe"]),
+                Parameter("start_lead_s", value=0.0),
+            ],
+        )
+    )
+    helper = ros.helper("probe")
+    received = collect(helper, JointTrajectory, "/bridge/joint_trajectory", COMMAND_QOS)
+    ros.spin_until(lambda: received, "the first cycle")
+    assert robot_msgs.stamp_to_ns(received[0].header.stamp) == 0
+
+
 def test_task_player_sends_the_program(ros):
     player = ros.add(
         TaskPlayerNode(
@@ -209,9 +226,12 @@ def test_task_player_sends_the_program(ros):
     helper = ros.helper("probe")
     received = collect(helper, JointTrajectory, "/bridge/joint_trajectory", COMMAND_QOS)
     ros.spin_until(lambda: received, "the first cycle")
+    now_ns = player.get_clock().now().nanoseconds
     msg = received[0]
     assert list(msg.joint_names) == list(ARM_JOINT_NAMES)
-    assert robot_msgs.stamp_to_ns(msg.header.stamp) == 0
+    # Stamped at its scheduled time plus the 0.1 s start lead: in the future when sent.
+    stamp_ns = robot_msgs.stamp_to_ns(msg.header.stamp)
+    assert now_ns - 1_000_000_000 < stamp_ns - 100_000_000 <= now_ns
     data = robot_msgs.joint_trajectory_to_data(msg)
     assert data.points[0].velocities is not None
     assert data.duration_ns == player.program.segments[0][1].duration_ns

@@ -6,7 +6,10 @@ mirror's input):
 - publishes ``bridge/joint_trajectory`` (trajectory_msgs/JointTrajectory, reliable):
   one trajectory per cycle of the program (each starts and ends at the home pose; a
   cycle is sent when the previous one ends, so each new goal replaces a finished one);
-  header stamps are zero (start on receipt), points carry positions and velocities;
+  each header stamp is the cycle's scheduled time plus ``start_lead_s``, so the simulated
+  and the real robot start a cycle at the same instant however late each receives it
+  (joint_trajectory_controller honours a start stamp in the future); points carry
+  positions and velocities;
 - publishes ``heartbeat_topic`` (std_msgs/Empty) every ``heartbeat_period_s`` while the
   program runs (the command mirror's liveness input).
 
@@ -62,6 +65,10 @@ class TaskPlayerNode(Node):
             "heartbeat_topic", "/command_mirror/heartbeat", describe("std_msgs/Empty liveness topic; empty: none.")
         )
         self.declare_parameter("heartbeat_period_s", 0.2, describe("Heartbeat period, s."))
+        self.declare_parameter(
+            "start_lead_s", 0.1,
+            describe("Each trajectory is stamped to start this long after it is sent, s (0: start on receipt)."),
+        )
         scenario = load_scenario(str(self.get_parameter("scenario").value))
         task = str(self.get_parameter("task").value) or scenario.task
         duration_s = float(self.get_parameter("duration_s").value) or scenario.duration_s
@@ -70,6 +77,9 @@ class TaskPlayerNode(Node):
         self.program = build_program(task, duration_s)
         self._segments = list(self.program.segments)
         self._start_delay_ns = int(float(self.get_parameter("start_delay_s").value) * _NS_PER_S)
+        self._start_lead_ns = int(float(self.get_parameter("start_lead_s").value) * _NS_PER_S)
+        if self._start_lead_ns < 0:
+            raise ConfigError(f"start_lead_s must be >= 0, got {self._start_lead_ns / _NS_PER_S}")
         self._wait_for_nodes = [str(n) for n in self.get_parameter("wait_for_nodes").value if str(n)]
         self._publisher = self.create_publisher(JointTrajectory, "bridge/joint_trajectory", COMMAND_QOS)
         topic = str(self.get_parameter("heartbeat_topic").value)
@@ -100,7 +110,12 @@ class TaskPlayerNode(Node):
             self._start_ns = now
         while self._segments and self._start_ns + self._segments[0][0] <= now:
             offset_ns, trajectory = self._segments.pop(0)
-            msg = robot_msgs.joint_trajectory_from_data(JointTrajectory, JointTrajectoryPoint, trajectory, stamp_ns=0)
+            # Scheduled time, not the send time: the robots then stay in step even when
+            # this timer or delivery runs late on a loaded machine.
+            stamp_ns = self._start_ns + offset_ns + self._start_lead_ns if self._start_lead_ns else 0
+            msg = robot_msgs.joint_trajectory_from_data(
+                JointTrajectory, JointTrajectoryPoint, trajectory, stamp_ns=stamp_ns
+            )
             self._publisher.publish(msg)
             self.sent += 1
             phase = self.program.phases[self.sent - 1]
