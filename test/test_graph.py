@@ -135,3 +135,10 @@ def test_security_enabled_adds_each_nodes_enclave(options: GraphOptions, monkeyp
     monkeypatch.setenv("ROS_SECURITY_ENABLE", "true")
     args = ros_arguments(spec)
     assert args[args.index("--enclave") + 1] == "/sim_real_bridge/command_mirror"
+
+
+def test_extra_parameters_reach_only_their_node(repo_root: Path) -> None:
+    options = GraphOptions(config_dir=repo_root / "config", extra_parameters={"task_player": {"duration_s": 600.0}})
+    by_name = {spec.executable: spec for spec in demo_graph(options)}
+    assert ("duration_s", 600.0) in by_name["task_player"].parameters
+    assert all(key != "duration_s" for key, _ in by_name["sim_robot"].parameters)

@@ -204,6 +204,8 @@ def run_demo(request: DemoRequest) -> int:
         config_dir=share_path("config"),
         scenario=str(scenario_path.resolve()) if scenario_path.is_file() else scenario.name,
         output_dir=monitor_dir,
+        # --duration also lengthens the command program (else it ends at duration_s).
+        extra_parameters={"task_player": {"duration_s": duration_s}} if request.duration_s else {},
     )
     specs = demo_graph(options)
 
