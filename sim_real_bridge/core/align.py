@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import deque
-from typing import NamedTuple, Optional, Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 

@@ -44,7 +44,6 @@ from sim_real_bridge.conversions.robot_msgs import (
     joint_state_to_arrays,
     joint_trajectory_to_data,
     pose_to_arrays,
-    stamp_to_ns,
     wrench_to_arrays,
 )
 from sim_real_bridge.core import intake, validation
