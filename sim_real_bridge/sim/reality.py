@@ -31,6 +31,10 @@ PHYSICAL_KINDS = frozenset(
 SENSOR_KINDS = frozenset({"ft_bias_drift", "dropout", "nan_burst", "frozen", "stamp_jitter"})
 
 _AXES = {"x": 0, "y": 1, "z": 2}
+#: Kinds that change reality only once the arm touches something: the geom it must touch
+#: (None: anything). Until then the injected world behaves exactly like the simulator.
+TOUCH_KINDS: dict[str, str | None] = {"obstacle": "obstacle", "friction": None, "stiffness": None,
+                                      "object_mass": "object_geom"}
 #: Gain of the creep force towards the drift velocity, N/(m/s).
 _CREEP_GAIN_N_S_PER_M = 40.0
 
@@ -75,6 +79,8 @@ class RealityModel:
             default=0,
         )
         self.samples_dropped: dict[str, int] = {}
+        #: injection index -> elapsed ns when it first changed reality (see effect_start_s).
+        self.effect_ns: dict[int, int] = {}
 
     # ------------------------------------------------------------------ queries
     def active_injections(self, elapsed_ns: int | None) -> list[Injection]:
@@ -84,6 +90,26 @@ class RealityModel:
     def injection_states(self, elapsed_ns: int | None) -> list[tuple[Injection, bool]]:
         """Every injection of the scenario with whether it is active now."""
         return [(inj, inj.active(elapsed_ns)) for inj in self.scenario.injections]
+
+    def effect_start_s(self, inj: Injection) -> float | None:
+        """Seconds from the first command when ``inj`` first changed reality, None if not yet.
+
+        Most kinds act from their start. An obstacle acts from the arm's first touch, and the
+        contact kinds (friction, stiffness, object_mass) from the first contact in their window:
+        before that the stand-in's world behaves exactly like the simulator's, so there is
+        no gap to detect.
+        """
+        if inj.kind not in TOUCH_KINDS:
+            return float(inj.start_s) if inj.index in self.effect_ns else None
+        ns = self.effect_ns.get(inj.index)
+        return None if ns is None else ns * 1e-9
+
+    def _note_effects(self, elapsed_ns: int) -> None:
+        for inj in self.scenario.injections:
+            if inj.index in self.effect_ns or not inj.active(elapsed_ns):
+                continue
+            if inj.kind not in TOUCH_KINDS or self.physics.arm_touches(TOUCH_KINDS[inj.kind]):
+                self.effect_ns[inj.index] = elapsed_ns
 
     # ------------------------------------------------------------------ physics
     def before_step(self, now_ns: int, elapsed_ns: int | None, q_target_rad: np.ndarray) -> np.ndarray:
@@ -100,6 +126,8 @@ class RealityModel:
         active = frozenset(i for i, inj in enumerate(self._physical) if inj.active(elapsed_ns))
         if active != self._active_physical:
             self._reconfigure(active)
+        if elapsed_ns is not None and len(self.effect_ns) < len(self.scenario.injections):
+            self._note_effects(elapsed_ns)
         if self._needs_history:
             self._target_history.append((now_ns, np.array(q_target_rad, dtype=float)))
             horizon = now_ns - self._max_delay_ns
