@@ -341,6 +341,23 @@ class ArmPhysics:
         self.model.geom_rbound[gid] = float(np.linalg.norm(self.model.geom_size[gid]))
         self.model.geom_aabb[gid, 3:] = self.model.geom_size[gid]
 
+    def set_obstacle_collides(self, collides: bool) -> None:
+        """Switch the obstacle's collisions only (it stays placed and shown)."""
+        gid = self._obstacle_geom
+        self.model.geom_contype[gid] = _WORLD_CONTYPE if collides else 0
+        self.model.geom_conaffinity[gid] = _WORLD_CONAFFINITY if collides else 0
+
+    def obstacle_arm_distance_m(self, distmax_m: float = 0.1) -> float:
+        """Smallest signed distance from the obstacle box to any arm geom (capped at distmax_m).
+
+        Uses the geom poses of the last step (the mocap body moves with the next step).
+        """
+        gid = self._obstacle_geom
+        return min(
+            (mujoco.mj_geomDistance(self.model, self.data, gid, int(g), distmax_m, None) for g in self._arm_geoms),
+            default=distmax_m,
+        )
+
     @property
     def obstacle_enabled(self) -> bool:
         """Whether the obstacle box currently collides."""

@@ -35,6 +35,8 @@ _AXES = {"x": 0, "y": 1, "z": 2}
 #: (None: anything). Until then the injected world behaves exactly like the simulator.
 TOUCH_KINDS: dict[str, str | None] = {"obstacle": "obstacle", "friction": None, "stiffness": None,
                                       "object_mass": "object_geom"}
+#: Least distance between a new obstacle and the arm before the obstacle collides, m.
+_OBSTACLE_CLEARANCE_M = 0.002
 #: Gain of the creep force towards the drift velocity, N/(m/s).
 _CREEP_GAIN_N_S_PER_M = 40.0
 
@@ -81,6 +83,9 @@ class RealityModel:
         self.samples_dropped: dict[str, int] = {}
         #: injection index -> elapsed ns when it first changed reality (see effect_start_s).
         self.effect_ns: dict[int, int] = {}
+        # Obstacles (by index in _physical) placed clear of the arm, so colliding; see _place_obstacles.
+        self._obstacle_clear: set[int] = set()
+        self._obstacle_steps: dict[int, int] = {}
 
     # ------------------------------------------------------------------ queries
     def active_injections(self, elapsed_ns: int | None) -> list[Injection]:
@@ -126,6 +131,8 @@ class RealityModel:
         active = frozenset(i for i, inj in enumerate(self._physical) if inj.active(elapsed_ns))
         if active != self._active_physical:
             self._reconfigure(active)
+        if any(self._physical[i].kind == "obstacle" and i not in self._obstacle_clear for i in active):
+            self._place_obstacles(active)
         if elapsed_ns is not None and len(self.effect_ns) < len(self.scenario.injections):
             self._note_effects(elapsed_ns)
         if self._needs_history:
@@ -190,6 +197,7 @@ class RealityModel:
                 physics.set_contact_friction_scale(p["friction_scale"], ("object_geom",))
             elif kind == "obstacle":
                 physics.set_obstacle(True, np.array(p["position_m"]), np.array(p["half_size_m"]))
+                physics.set_obstacle_collides(i in self._obstacle_clear)
             elif kind == "joint_stall":
                 j = names.index(p["joint"])
                 gain[j] = 0.0
@@ -204,6 +212,23 @@ class RealityModel:
             if i not in active:
                 del self._hold_anchor[i]
         self._active_physical = active
+
+    def _place_obstacles(self, active: frozenset[int]) -> None:
+        """Let an obstacle collide once it is clear of the arm.
+
+        Nothing materialises inside a robot: an obstacle whose spot the arm occupies at its
+        start (or touches within ``_OBSTACLE_CLEARANCE_M``) is shown but passed through until
+        the arm has moved away; from then on it is solid.
+        """
+        for i in active:
+            if self._physical[i].kind != "obstacle" or i in self._obstacle_clear:
+                continue
+            # The mocap body moves with the next step: judge from the step after placement.
+            steps = self._obstacle_steps.get(i, 0) + 1
+            self._obstacle_steps[i] = steps
+            if steps >= 2 and self.physics.obstacle_arm_distance_m() > _OBSTACLE_CLEARANCE_M:
+                self._obstacle_clear.add(i)
+                self.physics.set_obstacle_collides(True)
 
     def _apply_push(self, inj: Injection, elapsed_ns: int) -> None:
         p = inj.params
