@@ -255,6 +255,10 @@ class ArmPhysics:
             raise SimulationError(f"model has no arm joint named {name!r}")
         return ARM_JOINT_NAMES.index(name)
 
+    def nominal_kp(self) -> np.ndarray:
+        """Nominal stiffness kp of each arm position actuator, N m/rad, shape (7,)."""
+        return self._nominal_gainprm[self._actuator_ids, 0].copy()
+
     def set_actuator_gain_scale(self, scale: np.ndarray) -> None:
         """Scale each position actuator's stiffness kp (damping kv unchanged), shape (7,)."""
         ids = self._actuator_ids

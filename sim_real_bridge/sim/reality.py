@@ -35,6 +35,10 @@ _AXES = {"x": 0, "y": 1, "z": 2}
 #: (None: anything). Until then the injected world behaves exactly like the simulator.
 TOUCH_KINDS: dict[str, str | None] = {"obstacle": "obstacle", "friction": None, "stiffness": None,
                                       "object_mass": "object_geom"}
+#: Thresholds of "the injection changes the physics now" (see RealityModel._acts_now):
+#: actuator torque difference and joint speed.
+_EFFECT_TORQUE_NM = 1e-5
+_EFFECT_SPEED_RAD_S = 1e-6
 #: Least distance between a new obstacle and the arm before the obstacle collides, m.
 _OBSTACLE_CLEARANCE_M = 0.002
 #: Gain of the creep force towards the drift velocity, N/(m/s).
@@ -99,22 +103,56 @@ class RealityModel:
     def effect_start_s(self, inj: Injection) -> float | None:
         """Seconds from the first command when ``inj`` first changed reality, None if not yet.
 
-        Most kinds act from their start. An obstacle acts from the arm's first touch, and the
-        contact kinds (friction, stiffness, object_mass) from the first contact in their window:
-        before that the stand-in's world behaves exactly like the simulator's, so there is
-        no gap to detect.
+        Loads act from their start. An obstacle acts from the arm's first touch and the
+        contact kinds (friction, stiffness, object_mass) from the first contact in their
+        window; actuation kinds (gain, actuation_latency, joint_friction, joint_stall) from
+        the first moment the position loop or the joint moves; sensor kinds from the first
+        sample they change (a frozen stream once the true value leaves the latched one).
+        Before that the stand-in's world and streams equal the simulator's, so there is no
+        gap to detect.
         """
-        if inj.kind not in TOUCH_KINDS:
-            return float(inj.start_s) if inj.index in self.effect_ns else None
         ns = self.effect_ns.get(inj.index)
         return None if ns is None else ns * 1e-9
 
-    def _note_effects(self, elapsed_ns: int) -> None:
+    def _maybe_note_effects(self, elapsed_ns: int | None, q_target_rad: np.ndarray, q_out_rad: np.ndarray) -> None:
+        if elapsed_ns is None or len(self.effect_ns) == len(self.scenario.injections):
+            return
         for inj in self.scenario.injections:
-            if inj.index in self.effect_ns or not inj.active(elapsed_ns):
+            if inj.index in self.effect_ns or not inj.active(elapsed_ns) or inj.kind in SENSOR_KINDS:
                 continue
-            if inj.kind not in TOUCH_KINDS or self.physics.arm_touches(TOUCH_KINDS[inj.kind]):
+            if self._acts_now(inj, q_target_rad, q_out_rad):
                 self.effect_ns[inj.index] = elapsed_ns
+
+    def _acts_now(self, inj: Injection, q_target_rad: np.ndarray, q_out_rad: np.ndarray) -> bool:
+        """Whether a physical injection makes the stand-in's physics differ from nominal now.
+
+        Contact kinds act on touch; actuation kinds only where the position loop works (a
+        softer loop or a stalled joint changes nothing while the arm holds still at its
+        target, a delay nothing while the target stands still, friction nothing at rest);
+        loads (payload, push, hold, creep) act at once.
+        """
+        physics = self.physics
+        p = inj.params
+        if inj.kind in TOUCH_KINDS:
+            return physics.arm_touches(TOUCH_KINDS[inj.kind])
+        if inj.kind in ("gain", "joint_stall"):
+            names = p["joints"] if inj.kind == "gain" else [p["joint"]]
+            idx = [physics.joint_names.index(n) for n in names]
+            scale = p["scale"] if inj.kind == "gain" else 0.0
+            kp = physics.nominal_kp()[idx]
+            torque = abs(scale - 1.0) * kp * np.abs(np.asarray(q_target_rad)[idx] - physics.q_rad[idx])
+            return bool(np.max(torque) > _EFFECT_TORQUE_NM)
+        if inj.kind == "actuation_latency":
+            torque = physics.nominal_kp() * np.abs(np.asarray(q_out_rad) - np.asarray(q_target_rad))
+            return bool(np.max(torque) > _EFFECT_TORQUE_NM)
+        if inj.kind == "joint_friction":
+            idx = [physics.joint_names.index(n) for n in p["joints"]]
+            return bool(np.max(np.abs(physics.qd_rad_s[idx])) > _EFFECT_SPEED_RAD_S)
+        return True
+
+    def _note_sensor_effect(self, inj: Injection, elapsed_ns: int | None) -> None:
+        if elapsed_ns is not None and inj.index not in self.effect_ns:
+            self.effect_ns[inj.index] = elapsed_ns
 
     # ------------------------------------------------------------------ physics
     def before_step(self, now_ns: int, elapsed_ns: int | None, q_target_rad: np.ndarray) -> np.ndarray:
@@ -133,16 +171,15 @@ class RealityModel:
             self._reconfigure(active)
         if any(self._physical[i].kind == "obstacle" and i not in self._obstacle_clear for i in active):
             self._place_obstacles(active)
-        if elapsed_ns is not None and len(self.effect_ns) < len(self.scenario.injections):
-            self._note_effects(elapsed_ns)
         if self._needs_history:
             self._target_history.append((now_ns, np.array(q_target_rad, dtype=float)))
             horizon = now_ns - self._max_delay_ns
             while len(self._target_history) > 1 and self._target_history[1][0] <= horizon:
                 self._target_history.popleft()
-        if not active:
-            return q_target_rad
         q_out = q_target_rad
+        if not active:
+            self._maybe_note_effects(elapsed_ns, q_target_rad, q_out)
+            return q_out
         self.physics.clear_external_forces()
         for i in active:
             inj = self._physical[i]
@@ -155,6 +192,7 @@ class RealityModel:
                 self._apply_hold(i, inj)
             elif kind == "object_slip":
                 self._apply_creep(inj)
+        self._maybe_note_effects(elapsed_ns, q_target_rad, q_out)
         return q_out
 
     def _delayed_target(self, t_ns: int) -> np.ndarray:
@@ -308,6 +346,8 @@ class RealityModel:
                     touched = True
                 values["force"][axis] += p["force_rate_n_per_s"] * seconds
                 values["torque"][axis] += p["torque_rate_nm_per_s"] * seconds
+                if seconds > 0:
+                    self._note_sensor_effect(inj, elapsed_ns)
             elif kind == "frozen" and p["stream"] == stream:
                 latched = self._frozen_values.get(inj.index)
                 if latched is None:
@@ -316,15 +356,20 @@ class RealityModel:
                     latched = self._frozen_values[inj.index]
                 values = {k: v.copy() for k, v in latched.items()}
                 touched = True
+                if any(not np.array_equal(latched[k], sample.values[k]) for k in latched):
+                    self._note_sensor_effect(inj, elapsed_ns)
             elif kind == "nan_burst" and p["stream"] == stream:
                 if self.rng.random() < p["probability"]:
                     values = {k: np.full_like(v, np.nan) for k, v in values.items()}
                     touched = True
+                    self._note_sensor_effect(inj, elapsed_ns)
             elif kind == "dropout" and p["stream"] == stream:
                 if self.rng.random() < p["probability"]:
                     drop = True
+                    self._note_sensor_effect(inj, elapsed_ns)
             elif kind == "stamp_jitter" and p["stream"] == stream:
                 stamp_ns += int(round(self.rng.normal(0.0, p["std_ms"] * 1e6)))
+                self._note_sensor_effect(inj, elapsed_ns)
         if not any(inj.kind == "frozen" and inj.params["stream"] == stream for inj in active):
             self._last_values[stream] = sample.values
         if drop:
