@@ -710,7 +710,10 @@ class DivergenceEngine:
         t_ns = self._map(side, stamp_ns, recv_ns, "joint_states")
         self._joints[side].add(t_ns, row)
         self._joints[side].last_recv_ns = int(recv_ns)
-        self._health[(side, "joint_states")].add(int(stamp_ns), int(recv_ns), t_ns, row[: 2 * j])
+        # A velocity array the robot did not send (position-only JointState) is all NaN:
+        # it is absent, not non-finite, so health sees the positions alone.
+        health_row = row[: 2 * j] if not np.isnan(row[j: 2 * j]).all() else row[:j]
+        self._health[(side, "joint_states")].add(int(stamp_ns), int(recv_ns), t_ns, health_row)
         return True
 
     def on_wrench(
@@ -1034,19 +1037,23 @@ class DivergenceEngine:
         else:
             self._unexplained_s = 0.0
 
-        # health
+        # health: every pathology of the real streams; of the sim's, only a lost stream
+        # (its silence would otherwise starve the residuals without a word).
         other_moving = self._side_moving("sim", t)
         flags = []
-        for topic in ("joint_states", "wrench"):
-            h = self._health[("real", topic)]
-            if h.sample_count == 0:
-                continue
-            twin = self._health[("sim", topic)]
-            for fl in h.flags(t, other_moving=other_moving.get(topic, True), now_ns=self._last_tick_ns,
-                              twin=twin if twin.sample_count else None):
-                if fl.active:
-                    fl.evidence = {"stream": f"real/{topic}", **fl.evidence}
-                flags.append(fl)
+        for side, twin_side in (("real", "sim"), ("sim", "real")):
+            for topic in ("joint_states", "wrench"):
+                h = self._health[(side, topic)]
+                if h.sample_count == 0:
+                    continue
+                twin = self._health[(twin_side, topic)]
+                for fl in h.flags(t, other_moving=other_moving.get(topic, True), now_ns=self._last_tick_ns,
+                                  twin=twin if twin.sample_count else None):
+                    if side == "sim" and fl.name != "dropout":
+                        continue
+                    if fl.active:
+                        fl.evidence = {"stream": f"{side}/{topic}", **fl.evidence}
+                    flags.append(fl)
 
         if any(fl.active and fl.name in ("dropout", "nonfinite", "frozen", "stamp_jitter") for fl in flags):
             self._last_untrusted_ns = t

@@ -219,7 +219,13 @@ class StreamHealth:
         self._trim(time_ns)
 
     def has_gap(self, start_ns: int, end_ns: int) -> bool:
-        """Whether a gap of this stream overlaps [start_ns, end_ns] (monitor time)."""
+        """Whether a gap of this stream overlaps [start_ns, end_ns] (monitor time).
+
+        A gap still open counts when the stream has had nothing since ``start_ns``: the
+        twin whose silence began first and has not ended shares the later one's gap.
+        """
+        if self._last_time_ns is not None and self._last_time_ns <= start_ns:
+            return True
         return any(s <= end_ns and e >= start_ns for s, e in self._gaps)
 
     def burst_silence_ns(self, now_ns: int) -> int:
