@@ -809,6 +809,19 @@ class DivergenceEngine:
         out, self._pending = self._pending, TickOutput()
         return out
 
+    def analysis_due(self) -> bool:
+        """Whether the next grid time has a sample at or after it on every joint and wrench
+        stream seen (cheap): a caller ticking on input ticks only when this holds, and on a
+        timer for the rest (stalls, outputs without input)."""
+        t = self._next_t_ns
+        if t is None:
+            return self.joint_names is not None and all(len(self._joints[s]) for s in SIDES)
+        for side in SIDES:
+            for series in (self._joints[side], self._wrench[side]):
+                if len(series) and (series.last_ns or -1) < t:
+                    return False
+        return True
+
     def _find_motion_onset(self) -> None:
         """Watch the real arm leave its initial rest: the run start as the robots lived it.
 
@@ -1048,9 +1061,7 @@ class DivergenceEngine:
                     continue
                 twin = self._health[(twin_side, topic)]
                 for fl in h.flags(t, other_moving=other_moving.get(topic, True), now_ns=self._last_tick_ns,
-                                  twin=twin if twin.sample_count else None):
-                    if side == "sim" and fl.name != "dropout":
-                        continue
+                                  twin=twin if twin.sample_count else None, dropout_only=side == "sim"):
                     if fl.active:
                         fl.evidence = {"stream": f"{side}/{topic}", **fl.evidence}
                     flags.append(fl)

@@ -194,11 +194,9 @@ class DivergenceMonitor(Node):
                     self._drain_sources.append((subscriber, handle))
                 self._subscribers.append(subscriber)
 
+        # Input-driven ticks analyse each grid time as soon as its samples are in (see
+        # on_message); the timer covers the rest: stalled streams, events, snapshots.
         self._tick_timer = self.create_timer(float(param("tick_period_s")), self._on_tick)
-        # Input-driven ticks: once the receive time passes a grid time, tick on each
-        # robot message until it is analysed, so outputs follow their inputs closely.
-        self._grid_ns = int(round(1e9 / self._engine.config.analysis_rate_hz))
-        self._input_tick_from_ns = 0
         self._summary_timer = self.create_timer(1.0 / float(param("summary_rate_hz")), self._on_summary)
         self._markers_timer = self.create_timer(1.0 / float(param("markers_rate_hz")), self._on_markers)
         self._diagnostics = DiagnosticsPublisher(self, period_s=float(param("diagnostics_period_s")))
@@ -262,11 +260,10 @@ class DivergenceMonitor(Node):
             except Exception as error:  # noqa: BLE001 - no input may crash the monitor
                 self._refuse(side, stream, topic, "unprocessable", recv_ns, f"{type(error).__name__}: {error}")
                 return
-            if recv_ns >= self._input_tick_from_ns and stream in ("joint_states", "wrench"):
-                analysed = self._engine.analysis_count
+            # The message that completes a grid time is analysed and published at once:
+            # the latency is then the analysis, not the wait for the next timer tick.
+            if stream in ("joint_states", "wrench") and self._engine.analysis_due():
                 self._on_tick()
-                if self._engine.analysis_count > analysed:
-                    self._input_tick_from_ns = (recv_ns // self._grid_ns + 1) * self._grid_ns
 
         return on_message
 
