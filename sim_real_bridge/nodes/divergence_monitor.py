@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,7 @@ class DivergenceMonitor(Node):
                 pre_s=float(param("snapshot_pre_s")), post_s=float(param("snapshot_post_s")),
                 max_total_bytes=int(float(param("snapshot_max_total_mb")) * 1e6),
                 label=str(param("snapshot_label")),
+                background=True,
             )
         except SnapshotError as error:
             self._snapshot_failed(str(error), self._now_ns())
@@ -421,7 +423,8 @@ class DivergenceMonitor(Node):
             return make_status(f"{NODE_NAME}: snapshots", ERROR, f"snapshots stopped: {self._snapshot_error}")
         assert self._capture is not None
         return make_status(f"{NODE_NAME}: snapshots", OK, f"writing to {self._capture.snapshots.out_dir}",
-                           {"pending": len(self._capture.snapshots.pending), "events": len(self._snapshot_paths)})
+                           {"pending": len(self._capture.snapshots.pending), "writing": self._capture.writing,
+                            "written_inline": self._capture.written_inline, "events": len(self._snapshot_paths)})
 
     # ------------------------------------------------------------------ shutdown
     def finish(self) -> Path:
@@ -454,6 +457,9 @@ class DivergenceMonitor(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Runs the monitor until Ctrl-C; writes the run summary on the way out."""
+    # The snapshot writer thread holds the GIL in slices of this length at most while
+    # the executor thread waits (the default 5 ms would be the latency budget).
+    sys.setswitchinterval(0.0005)
     try:
         with rclpy.init(args=args):
             try:
