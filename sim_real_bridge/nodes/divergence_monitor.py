@@ -324,19 +324,23 @@ class DivergenceMonitor(Node):
             self._capture.add_message(topic, type_name, now_ns, serialize_message(msg))
 
     def _publish(self, out: TickOutput, now_ns: int) -> None:
+        # Everything goes out first; copies for the snapshots (serializing) come after.
+        published = []
         for record in out.joints:
             msg = convert.joint_divergence_msg(srb_msgs, record)
             self._pub_joints.publish(msg)
-            self._record_output("/divergence/joints", "sim_real_bridge/msg/JointDivergence", msg, now_ns)
+            published.append(("/divergence/joints", "sim_real_bridge/msg/JointDivergence", msg))
         for record in out.poses:
             msg = convert.pose_divergence_msg(srb_msgs, record, self._pose_frame)
             self._pub_pose.publish(msg)
             self._latest_pose = record
-            self._record_output("/divergence/pose", "sim_real_bridge/msg/PoseDivergence", msg, now_ns)
+            published.append(("/divergence/pose", "sim_real_bridge/msg/PoseDivergence", msg))
         for record in out.contacts:
             msg = convert.contact_residual_msg(srb_msgs, record)
             self._pub_contact.publish(msg)
-            self._record_output("/divergence/contact", "sim_real_bridge/msg/ContactResidual", msg, now_ns)
+            published.append(("/divergence/contact", "sim_real_bridge/msg/ContactResidual", msg))
+        for topic, type_name, msg in published:
+            self._record_output(topic, type_name, msg, now_ns)
         for record in out.events:
             self._on_event(record, now_ns)
 
