@@ -194,6 +194,16 @@ def test_enormous_message_is_refused(make_harness) -> None:
     _residuals_clean(h)
 
 
+def test_undecodable_message_is_refused(make_harness) -> None:
+    # Raw bytes on the topic: a JointState cut short (a corrupt or foreign payload).
+    from rclpy.serialization import serialize_message
+
+    h = make_harness()
+    _bad_input_case(h, REAL_JS, lambda h: serialize_message(h.joint_state([0.1] * 7))[:30], "undecodable",
+                    min_count=20)
+    _residuals_clean(h)
+
+
 # ------------------------------------------------------------------ lost streams
 def _lost_stream_case(h: Harness, lost: str) -> None:
     kept = "sim" if lost == "real" else "real"
