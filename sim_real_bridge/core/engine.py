@@ -1060,8 +1060,11 @@ class DivergenceEngine:
                 if h.sample_count == 0:
                     continue
                 twin = self._health[(twin_side, topic)]
+                siblings = [self._health[(side, other)] for other in ("joint_states", "wrench")
+                            if other != topic and self._health[(side, other)].sample_count]
                 for fl in h.flags(t, other_moving=other_moving.get(topic, True), now_ns=self._last_tick_ns,
-                                  twin=twin if twin.sample_count else None, dropout_only=side == "sim"):
+                                  twin=twin if twin.sample_count else None, siblings=siblings,
+                                  dropout_only=side == "sim"):
                     if fl.active:
                         fl.evidence = {"stream": f"{side}/{topic}", **fl.evidence}
                     flags.append(fl)
@@ -1107,6 +1110,8 @@ class DivergenceEngine:
         verdict = attribute(feats, cfg.attribution)
         self._last_attribution_top = verdict.top
         for c, (_, kind, _) in verdict.active.items():
+            if c == "unauthored" and verdict.tail:
+                continue  # a tail is measured from the last direct evidence: it never extends itself
             self._last_active_ns[c] = t
             self._last_kind[c] = kind
         for rec in self._events.update(t, verdict.active):
