@@ -323,6 +323,11 @@ def test_background_capture_writes_off_the_calling_thread_and_logs_the_same(stor
         if recv_ns >= T0 + S and not capture.snapshots._requests:
             capture.record_event({"id": "e1", "category": "human"}, recv_ns)
         results += capture.poll(recv_ns)  # returns while the writer is held: not on this thread
+    started = threading.Event()
+    for _ in range(3000):  # the writer thread picks the job up on its own time
+        if writers:
+            break
+        started.wait(0.01)
     assert results == [] and capture.writing == 1 and writers == ["snapshot_writer"]
     capture.record_event({"id": "e2", "category": "sensor"}, T0 + int(2.9 * S))
     release.set()
