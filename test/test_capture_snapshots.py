@@ -297,3 +297,64 @@ def test_late_poll_still_gets_the_whole_pre_window(store, tmp_path):
         stamps = [s for _, s, _ in reader.messages()]
     assert stamps[0] - (T0 + S) < S // 10 and stamps[-1] <= T0 + int(2.5 * S)
     assert writer.buffer.hold_from_ns is None
+
+
+def test_background_capture_writes_off_the_calling_thread_and_logs_the_same(store, tmp_path, monkeypatch):
+    import threading
+
+    from sim_real_bridge.capture import failure_capture
+    from sim_real_bridge.capture.event_log import read_event_log
+    from sim_real_bridge.capture.failure_capture import FailureCapture
+
+    capture = FailureCapture(tmp_path / "run", store, pre_s=1.0, post_s=0.5, label="demo", background=True)
+    release = threading.Event()
+    writers: list[str] = []
+    real_write = capture.snapshots.write
+
+    def held_write(job):
+        writers.append(threading.current_thread().name)
+        assert release.wait(timeout=30)
+        return real_write(job)
+
+    monkeypatch.setattr(capture.snapshots, "write", held_write)
+    results = []
+    for topic, msgtype, recv_ns, raw in stream(store, duration_s=3.0):
+        capture.add_message(topic, msgtype, recv_ns, raw)
+        if recv_ns >= T0 + S and not capture.snapshots._requests:
+            capture.record_event({"id": "e1", "category": "human"}, recv_ns)
+        results += capture.poll(recv_ns)  # returns while the writer is held: not on this thread
+    started = threading.Event()
+    for _ in range(3000):  # the writer thread picks the job up on its own time
+        if writers:
+            break
+        started.wait(0.01)
+    assert results == [] and capture.writing == 1 and writers == ["snapshot_writer"]
+    capture.record_event({"id": "e2", "category": "sensor"}, T0 + int(2.9 * S))
+    release.set()
+    results += capture.close()
+    assert sorted((r.request.event_id, r.error) for r in results) == [("e1", None), ("e2", None)]
+    for result in results:
+        with AnyReader([result.path]) as reader:
+            assert sum(1 for _ in reader.messages()) == result.message_count > 0
+    lines = read_event_log(tmp_path / "run" / "events.jsonl").events
+    order = [(line["type"], line["id"]) for line in lines]
+    assert sorted(order) == [("event", "e1"), ("event", "e2"), ("snapshot", "e1"), ("snapshot", "e2")]
+    assert order.index(("event", "e1")) < order.index(("snapshot", "e1"))
+
+    # A full queue (writer stuck) makes the caller write the snapshot itself: nothing lost.
+    stuck = FailureCapture(tmp_path / "run2", store, pre_s=0.1, post_s=0.0, background=True)
+    gate = threading.Event()
+    inner = stuck.snapshots.write
+    monkeypatch.setattr(stuck.snapshots, "write",
+                        lambda job: inner(job) if threading.current_thread().name != "snapshot_writer" or gate.wait(30)
+                        else None)
+    n = failure_capture.WRITER_QUEUE_SIZE + 3
+    for k, (topic, msgtype, recv_ns, raw) in enumerate(stream(store, duration_s=1.0)):
+        stuck.add_message(topic, msgtype, recv_ns, raw)
+        if k < n:
+            stuck.record_event({"id": f"e{k}", "category": "sensor"}, recv_ns)
+        stuck.poll(recv_ns)
+    assert stuck.written_inline >= 2
+    gate.set()
+    done = stuck.close()
+    assert len(list_snapshots(tmp_path / "run2" / "snapshots")) == n, done

@@ -309,3 +309,34 @@ def test_run_starts_when_the_arm_moved_if_the_command_was_heard_late() -> None:
     # the first command was missed: a later one (5 s in) is the first heard
     missed, _ = analyze_streams(_rest_then_motion(command_recv_s=5.0, duration_s=6.0))
     assert missed.to_seconds(T0_RECV_NS + 10**9) == pytest.approx(0.0, abs=0.02)
+
+
+def _without(msgs: list[dict], side: str, start_s: float, end_s: float) -> list[dict]:
+    """The messages minus every joint_state and wrench of one side received in [start_s, end_s)."""
+    lo, hi = T0_RECV_NS + int(start_s * 1e9), T0_RECV_NS + int(end_s * 1e9)
+    return [m for m in msgs if not (m.get("side") == side and m["type"] in ("joint_state", "wrench")
+                                    and lo <= m["recv_ns"] < hi)]
+
+
+@pytest.mark.parametrize("side", ["sim", "real"])
+def test_a_lost_stream_of_either_side_is_one_sensor_dropout_and_nothing_else(side: str) -> None:
+    _, outputs, summary = run(_without(make_streams(), side, 3.0, 5.5))
+    events = [(e["category"], e["kind"]) for e in summary["events"]]
+    assert events == [("sensor", "dropout")], events
+    opened = [r for o in outputs for r in o.events if r.action == ACTION_OPEN]
+    assert len(opened) == 1 and opened[0].evidence["stream"].startswith(f"{side}/")
+    # the analysis resumed after the stream came back
+    joints = [r for o in outputs for r in o.joints]
+    assert max(r.stamp_ns for r in joints) > T0_RECV_NS + 7 * 10**9
+
+
+def test_position_only_joint_states_are_not_non_finite() -> None:
+    msgs = make_streams(duration_s=4.0)
+    for m in msgs:
+        if m["type"] == "joint_state":
+            m["qd_rad_s"], m["effort"] = [], []
+    engine, outputs, summary = run(msgs)
+    assert summary["events"] == []
+    assert [r for o in outputs for r in o.joints], "position-only streams are analysed"
+    flags = engine._health[("real", "joint_states")].flags(engine._last_t_ns)
+    assert not any(f.active for f in flags if f.name == "nonfinite")

@@ -55,6 +55,19 @@ def test_a_gap_the_twin_shares_is_lost_on_the_way_not_by_the_sensor() -> None:
     assert flag(real, "dropout", 300 * PERIOD, twin=lonely).active
 
 
+def test_a_gap_inside_a_twin_silence_still_open_is_shared() -> None:
+    # The sim went silent at 100 and is still silent; the real paused 200..300 (the
+    # monitor heard nothing from either robot): the real gap is no dropout of its own.
+    real, sim = StreamHealth(FeatureConfig(), "real/s"), StreamHealth(FeatureConfig(), "sim/s")
+    feed(real, 400, skip=range(200, 300))
+    feed(sim, 100)
+    assert not flag(real, "dropout", 300 * PERIOD, twin=sim).active
+    # A twin that delivered past the gap's start does not hide it.
+    busy = StreamHealth(FeatureConfig(), "sim/s")
+    feed(busy, 250)
+    assert flag(real, "dropout", 300 * PERIOD, twin=busy).active
+
+
 def test_open_gap_needs_receive_silence_of_the_stream_and_not_of_its_twin() -> None:
     real, sim = StreamHealth(FeatureConfig(warmup_s=0.1), "real/s"), StreamHealth(FeatureConfig(warmup_s=0.1), "sim/s")
     feed(real, 600)  # received at k * PERIOD + 1 ms

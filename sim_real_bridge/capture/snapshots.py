@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import os
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ DEFAULT_POST_S = 2.0
 DEFAULT_MAX_TOTAL_BYTES = 1 << 30
 DEFAULT_MAX_BUFFER_BYTES = 256 << 20
 SNAPSHOT_SUFFIX = ".mcap"
+#: Messages written between voluntary GIL releases of a snapshot write.
+YIELD_EVERY = 256
 
 
 class BufferedMessage(NamedTuple):
@@ -104,13 +107,23 @@ class SnapshotBuffer:
 
     def window(self, start_ns: int, end_ns: int) -> list[BufferedMessage]:
         """Return the messages with ``start_ns <= recv_stamp_ns <= end_ns``, by stamp."""
-        per_topic = []
-        for topic, queue in self._queues.items():
-            msgtype = self._types[topic]
-            selected = [BufferedMessage(topic, msgtype, s, d) for s, d in queue if start_ns <= s <= end_ns]
-            selected.sort(key=lambda m: m.recv_stamp_ns)
-            per_topic.append(selected)
-        return list(heapq.merge(*per_topic, key=lambda m: m.recv_stamp_ns))
+        return window_of(self.freeze(), start_ns, end_ns)
+
+    def freeze(self) -> dict[str, tuple[str, list[tuple[int, bytes]]]]:
+        """Return topic -> (type, entries) as they are now: a cheap copy of references
+        that another thread can read while this buffer goes on changing."""
+        return {topic: (self._types[topic], list(queue)) for topic, queue in self._queues.items()}
+
+
+def window_of(frozen: dict[str, tuple[str, list[tuple[int, bytes]]]], start_ns: int,
+              end_ns: int) -> list[BufferedMessage]:
+    """The messages of a :meth:`SnapshotBuffer.freeze` copy with ``start_ns <= recv_stamp_ns <= end_ns``, by stamp."""
+    per_topic = []
+    for topic, (msgtype, entries) in frozen.items():
+        selected = [BufferedMessage(topic, msgtype, s, d) for s, d in entries if start_ns <= s <= end_ns]
+        selected.sort(key=lambda m: m.recv_stamp_ns)
+        per_topic.append(selected)
+    return list(heapq.merge(*per_topic, key=lambda m: m.recv_stamp_ns))
 
 
 @dataclass
@@ -122,6 +135,14 @@ class SnapshotRequest:
     start_ns: int
     end_ns: int
     path: Path
+
+
+@dataclass
+class SnapshotJob:
+    """A request taken for writing, with the buffer frozen at that moment."""
+
+    request: SnapshotRequest
+    frozen: dict[str, tuple[str, list[tuple[int, bytes]]]]
 
 
 @dataclass
@@ -245,25 +266,39 @@ class SnapshotWriter:
 
         Failures do not raise: each result carries its :class:`SnapshotError`.
         """
-        due = [r for r in self._pending.values() if r.end_ns <= now_ns]
-        return [self._complete(r) for r in sorted(due, key=lambda r: r.end_ns)]
+        return [self.write(job) for job in self.take_due(now_ns)]
 
     def flush(self) -> list[SnapshotResult]:
         """Write every pending snapshot now with what the buffer holds (at shutdown)."""
-        return [self._complete(r) for r in sorted(self._pending.values(), key=lambda r: r.end_ns)]
+        return [self.write(job) for job in self.take_all()]
 
-    def _complete(self, request: SnapshotRequest) -> SnapshotResult:
+    def take_due(self, now_ns: int) -> list[SnapshotJob]:
+        """Take the requests whose window ended at or before ``now_ns``, each with a frozen
+        copy of the buffer: cheap, and :meth:`write` may then run on another thread."""
+        due = [r for r in self._pending.values() if r.end_ns <= now_ns]
+        return [self._take(r) for r in sorted(due, key=lambda r: r.end_ns)]
+
+    def take_all(self) -> list[SnapshotJob]:
+        """Take every pending request (at shutdown), like :meth:`take_due`."""
+        return [self._take(r) for r in sorted(self._pending.values(), key=lambda r: r.end_ns)]
+
+    def _take(self, request: SnapshotRequest) -> SnapshotJob:
         del self._pending[request.event_id]
         self._update_hold()
-        result = SnapshotResult(request)
+        return SnapshotJob(request, self.buffer.freeze())
+
+    def write(self, job: SnapshotJob) -> SnapshotResult:
+        """Write one taken snapshot; only this touches the disk (one writer thread at a time)."""
+        result = SnapshotResult(job.request)
         try:
-            self._write(request, result)
+            self._write(job, result)
         except SnapshotError as exc:
             result.error = exc
         return result
 
-    def _write(self, request: SnapshotRequest, result: SnapshotResult) -> None:
-        messages = self.buffer.window(request.start_ns, request.end_ns)
+    def _write(self, job: SnapshotJob, result: SnapshotResult) -> None:
+        request = job.request
+        messages = window_of(job.frozen, request.start_ns, request.end_ns)
         payload = sum(len(m.data) for m in messages)
         if payload > self.max_total_bytes:
             raise SnapshotError(
@@ -271,10 +306,12 @@ class SnapshotWriter:
                 f"{self.max_total_bytes} bytes"
             )
         with BagWriter(request.path, self.typestore) as bag:
-            for topic, msgtype in sorted(self.buffer.topics().items()):
+            for topic, (msgtype, _) in sorted(job.frozen.items()):
                 bag.add_topic(topic, msgtype)
-            for message in messages:
+            for i, message in enumerate(messages):
                 bag.write(message.topic, message.recv_stamp_ns, message.data)
+                if i % YIELD_EVERY == YIELD_EVERY - 1:
+                    time.sleep(0)  # on a writer thread: let the executor thread have the GIL
         result.path = request.path
         result.message_count = len(messages)
         result.size_bytes = request.path.stat().st_size

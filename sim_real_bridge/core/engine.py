@@ -710,7 +710,10 @@ class DivergenceEngine:
         t_ns = self._map(side, stamp_ns, recv_ns, "joint_states")
         self._joints[side].add(t_ns, row)
         self._joints[side].last_recv_ns = int(recv_ns)
-        self._health[(side, "joint_states")].add(int(stamp_ns), int(recv_ns), t_ns, row[: 2 * j])
+        # A velocity array the robot did not send (position-only JointState) is all NaN:
+        # it is absent, not non-finite, so health sees the positions alone.
+        health_row = row[: 2 * j] if not np.isnan(row[j: 2 * j]).all() else row[:j]
+        self._health[(side, "joint_states")].add(int(stamp_ns), int(recv_ns), t_ns, health_row)
         return True
 
     def on_wrench(
@@ -805,6 +808,19 @@ class DivergenceEngine:
         self._find_motion_onset()
         out, self._pending = self._pending, TickOutput()
         return out
+
+    def analysis_due(self) -> bool:
+        """Whether the next grid time has a sample at or after it on every joint and wrench
+        stream seen (cheap): a caller ticking on input ticks only when this holds, and on a
+        timer for the rest (stalls, outputs without input)."""
+        t = self._next_t_ns
+        if t is None:
+            return self.joint_names is not None and all(len(self._joints[s]) for s in SIDES)
+        for side in SIDES:
+            for series in (self._joints[side], self._wrench[side]):
+                if len(series) and (series.last_ns or -1) < t:
+                    return False
+        return True
 
     def _find_motion_onset(self) -> None:
         """Watch the real arm leave its initial rest: the run start as the robots lived it.
@@ -1034,21 +1050,24 @@ class DivergenceEngine:
         else:
             self._unexplained_s = 0.0
 
-        # health
+        # health: every pathology of the real streams; of the sim's, only a lost stream
+        # (its silence would otherwise starve the residuals without a word).
         other_moving = self._side_moving("sim", t)
         flags = []
-        for topic in ("joint_states", "wrench"):
-            h = self._health[("real", topic)]
-            if h.sample_count == 0:
-                continue
-            twin = self._health[("sim", topic)]
-            siblings = [self._health[("real", other)] for other in ("joint_states", "wrench")
-                        if other != topic and self._health[("real", other)].sample_count]
-            for fl in h.flags(t, other_moving=other_moving.get(topic, True), now_ns=self._last_tick_ns,
-                              twin=twin if twin.sample_count else None, siblings=siblings):
-                if fl.active:
-                    fl.evidence = {"stream": f"real/{topic}", **fl.evidence}
-                flags.append(fl)
+        for side, twin_side in (("real", "sim"), ("sim", "real")):
+            for topic in ("joint_states", "wrench"):
+                h = self._health[(side, topic)]
+                if h.sample_count == 0:
+                    continue
+                twin = self._health[(twin_side, topic)]
+                siblings = [self._health[(side, other)] for other in ("joint_states", "wrench")
+                            if other != topic and self._health[(side, other)].sample_count]
+                for fl in h.flags(t, other_moving=other_moving.get(topic, True), now_ns=self._last_tick_ns,
+                                  twin=twin if twin.sample_count else None, siblings=siblings,
+                                  dropout_only=side == "sim"):
+                    if fl.active:
+                        fl.evidence = {"stream": f"{side}/{topic}", **fl.evidence}
+                    flags.append(fl)
 
         if any(fl.active and fl.name in ("dropout", "nonfinite", "frozen", "stamp_jitter") for fl in flags):
             self._last_untrusted_ns = t

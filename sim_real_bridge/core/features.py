@@ -224,7 +224,13 @@ class StreamHealth:
         self._trim(time_ns)
 
     def has_gap(self, start_ns: int, end_ns: int) -> bool:
-        """Whether a gap of this stream overlaps [start_ns, end_ns] (monitor time)."""
+        """Whether a gap of this stream overlaps [start_ns, end_ns] (monitor time).
+
+        A gap still open counts when the stream has had nothing since ``start_ns``: the
+        twin whose silence began first and has not ended shares the later one's gap.
+        """
+        if self._last_time_ns is not None and self._last_time_ns <= start_ns:
+            return True
         return any(s <= end_ns and e >= start_ns for s, e in self._gaps)
 
     def burst_silence_ns(self, now_ns: int) -> int:
@@ -248,9 +254,10 @@ class StreamHealth:
 
     def flags(
         self, t_ns: int, other_moving: bool = True, now_ns: int | None = None, twin: "StreamHealth | None" = None,
-        siblings: "Sequence[StreamHealth]" = (),
+        siblings: "Sequence[StreamHealth]" = (), dropout_only: bool = False,
     ) -> list[HealthFlag]:
-        """Return the flags of every detector at analysis time t_ns.
+        """Return the flags of every detector at analysis time t_ns (only dropout's with
+        ``dropout_only``).
 
         Args:
             t_ns: analysis time on the monitor time base.
@@ -298,11 +305,19 @@ class StreamHealth:
                 dropout.severity = max(dropout.severity, _clip01(open_gap_s / (10 * cfg.dropout_periods * period)))
                 dropout.evidence = {"gap_s": f"{open_gap_s:.3f}", "open": "true", "period_s": f"{period:.4f}"}
         out.append(dropout)
+        if dropout_only:
+            return out
 
         nonfinite = HealthFlag("nonfinite")
         repeat_max = 0.0
         saturated = False
-        for time_ns, kind, value in self._marks:
+        # Newest first, stopping well before t: a constant stream marks every sample as
+        # a repeat, and history_s of those is thousands (stamps going back are rare, and
+        # the slack keeps the few out of order).
+        oldest_ns = t_ns - hold_ns - int(self.config.flag_hold_s * 1e9) - 1_000_000_000
+        for time_ns, kind, value in reversed(self._marks):
+            if time_ns < oldest_ns:
+                break
             if abs(time_ns - t_ns) > hold_ns:
                 continue
             if kind == "nonfinite":

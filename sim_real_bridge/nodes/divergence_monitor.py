@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -165,6 +166,7 @@ class DivergenceMonitor(Node):
                 pre_s=float(param("snapshot_pre_s")), post_s=float(param("snapshot_post_s")),
                 max_total_bytes=int(float(param("snapshot_max_total_mb")) * 1e6),
                 label=str(param("snapshot_label")),
+                background=True,
             )
         except SnapshotError as error:
             self._snapshot_failed(str(error), self._now_ns())
@@ -195,11 +197,9 @@ class DivergenceMonitor(Node):
                     self._drain_sources.append((subscriber, handle))
                 self._subscribers.append(subscriber)
 
+        # Input-driven ticks analyse each grid time as soon as its samples are in (see
+        # on_message); the timer covers the rest: stalled streams, events, snapshots.
         self._tick_timer = self.create_timer(float(param("tick_period_s")), self._on_tick)
-        # Input-driven ticks: once the receive time passes a grid time, tick on each
-        # robot message until it is analysed, so outputs follow their inputs closely.
-        self._grid_ns = int(round(1e9 / self._engine.config.analysis_rate_hz))
-        self._input_tick_from_ns = 0
         self._summary_timer = self.create_timer(1.0 / float(param("summary_rate_hz")), self._on_summary)
         self._markers_timer = self.create_timer(1.0 / float(param("markers_rate_hz")), self._on_markers)
         self._diagnostics = DiagnosticsPublisher(self, period_s=float(param("diagnostics_period_s")))
@@ -263,11 +263,10 @@ class DivergenceMonitor(Node):
             except Exception as error:  # noqa: BLE001 - no input may crash the monitor
                 self._refuse(side, stream, topic, "unprocessable", recv_ns, f"{type(error).__name__}: {error}")
                 return
-            if recv_ns >= self._input_tick_from_ns and stream in ("joint_states", "wrench"):
-                analysed = self._engine.analysis_count
+            # The message that completes a grid time is analysed and published at once:
+            # the latency is then the analysis, not the wait for the next timer tick.
+            if stream in ("joint_states", "wrench") and self._engine.analysis_due():
                 self._on_tick()
-                if self._engine.analysis_count > analysed:
-                    self._input_tick_from_ns = (recv_ns // self._grid_ns + 1) * self._grid_ns
 
         return on_message
 
@@ -326,19 +325,23 @@ class DivergenceMonitor(Node):
             self._capture.add_message(topic, type_name, now_ns, serialize_message(msg))
 
     def _publish(self, out: TickOutput, now_ns: int) -> None:
+        # Everything goes out first; copies for the snapshots (serializing) come after.
+        published = []
         for record in out.joints:
             msg = convert.joint_divergence_msg(srb_msgs, record)
             self._pub_joints.publish(msg)
-            self._record_output("/divergence/joints", "sim_real_bridge/msg/JointDivergence", msg, now_ns)
+            published.append(("/divergence/joints", "sim_real_bridge/msg/JointDivergence", msg))
         for record in out.poses:
             msg = convert.pose_divergence_msg(srb_msgs, record, self._pose_frame)
             self._pub_pose.publish(msg)
             self._latest_pose = record
-            self._record_output("/divergence/pose", "sim_real_bridge/msg/PoseDivergence", msg, now_ns)
+            published.append(("/divergence/pose", "sim_real_bridge/msg/PoseDivergence", msg))
         for record in out.contacts:
             msg = convert.contact_residual_msg(srb_msgs, record)
             self._pub_contact.publish(msg)
-            self._record_output("/divergence/contact", "sim_real_bridge/msg/ContactResidual", msg, now_ns)
+            published.append(("/divergence/contact", "sim_real_bridge/msg/ContactResidual", msg))
+        for topic, type_name, msg in published:
+            self._record_output(topic, type_name, msg, now_ns)
         for record in out.events:
             self._on_event(record, now_ns)
 
@@ -425,7 +428,8 @@ class DivergenceMonitor(Node):
             return make_status(f"{NODE_NAME}: snapshots", ERROR, f"snapshots stopped: {self._snapshot_error}")
         assert self._capture is not None
         return make_status(f"{NODE_NAME}: snapshots", OK, f"writing to {self._capture.snapshots.out_dir}",
-                           {"pending": len(self._capture.snapshots.pending), "events": len(self._snapshot_paths)})
+                           {"pending": len(self._capture.snapshots.pending), "writing": self._capture.writing,
+                            "written_inline": self._capture.written_inline, "events": len(self._snapshot_paths)})
 
     # ------------------------------------------------------------------ shutdown
     def finish(self) -> Path:
@@ -458,6 +462,9 @@ class DivergenceMonitor(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Runs the monitor until Ctrl-C; writes the run summary on the way out."""
+    # The snapshot writer thread holds the GIL in slices of this length at most while
+    # the executor thread waits (the default 5 ms would be the latency budget).
+    sys.setswitchinterval(0.0005)
     try:
         with rclpy.init(args=args):
             try:

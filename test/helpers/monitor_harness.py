@@ -76,6 +76,8 @@ class Harness:
         self.executor.add_node(self.monitor)
         self.executor.add_node(self.peer)
         self.t = 0.0
+        self._sample_ns: int | None = None
+        self._schedule: tuple[float, int, float] | None = None  # (start, its clock ns, next sample)
         if sim_clock:
             self.publish_clock()
 
@@ -87,9 +89,12 @@ class Harness:
         self.clock_pub.publish(msg)
 
     def now_ns(self) -> int:
-        """Stamp for the next message: the simulated time, or the monitor's clock."""
+        """Stamp for the next message: the simulated time, the sample instant during
+        :meth:`play`, or else the monitor's clock."""
         if self.sim_clock:
             return self.sim_time_ns
+        if self._sample_ns is not None:
+            return self._sample_ns
         return self.monitor.get_clock().now().nanoseconds
 
     def joint_state(self, q: list[float], stamp_ns: int | None = None, names: list[str] | None = None) -> JointState:
@@ -108,12 +113,28 @@ class Harness:
     def play(self, seconds: float, real_offset_rad: Callable[[float], float] = lambda t: 0.0,
              sides: tuple[str, ...] = ("sim", "real"), extra: Callable[[], None] | None = None,
              streams: tuple[str, ...] = ("joint_states", "wrench")) -> None:
-        """Publishes both robots for ``seconds`` of wall time, spinning in between."""
+        """Publishes ``seconds`` worth of samples of both robots, spinning in between.
+
+        The sample count is fixed (``seconds * RATE_HZ``) however loaded the machine is:
+        samples are due on the RATE_HZ schedule and published late, in a burst, when the
+        process fell behind. Messages are stamped with their sample instant on the RATE_HZ grid, as a robot's
+        hardware clock would; a late publication (this process busy spinning the
+        monitor) shows as transport delay, not as stamp jitter. A call soon after the
+        previous one (under a second) resumes its schedule, publishing the samples due
+        in between first: the robots kept sampling while the test checked something.
+        """
         period = 1.0 / RATE_HZ
-        end = time.monotonic() + seconds
-        next_pub = time.monotonic()
-        while time.monotonic() < end:
+        now = time.monotonic()
+        if self._schedule is not None and now - self._schedule[2] < 1.0:
+            start_mono, start_clock_ns, next_pub = self._schedule
+        else:
+            start_mono, start_clock_ns = now, self.monitor.get_clock().now().nanoseconds
+            next_pub = now
+        remaining = int(round(seconds * RATE_HZ))
+        while remaining > 0:
             if time.monotonic() >= next_pub:
+                remaining -= 1
+                self._sample_ns = start_clock_ns + int((next_pub - start_mono) * 1e9)
                 next_pub += period
                 self.t += period
                 if self.sim_clock:
@@ -128,7 +149,9 @@ class Harness:
                         self.pubs[(side, "wrench")].publish(self.wrench(-5.0))
                 if extra is not None:
                     extra()
+                self._sample_ns = None
             self.executor.spin_once(timeout_sec=0.001)
+        self._schedule = (start_mono, start_clock_ns, next_pub)
 
     def spin_until(self, condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
         end = time.monotonic() + timeout_s
