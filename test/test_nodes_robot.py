@@ -247,6 +247,21 @@ def test_task_player_waits_for_the_mirror(ros):
     assert received == [] and player.sent == 0
 
 
+def test_task_player_waits_for_both_robots_command_inputs(ros):
+    player = ros.add(TaskPlayerNode(context=ros.context, parameter_overrides=[
+        Parameter("start_delay_s", value=0.0), Parameter("wait_for_nodes", value=["probe"]),
+        Parameter("wait_for_topics", value=["/sim/joint_trajectory", "/real/joint_trajectory"]),
+    ]))
+    helper = ros.helper("probe")
+    received = collect(helper, JointTrajectory, "/bridge/joint_trajectory", COMMAND_QOS)
+    collect(helper, JointTrajectory, "/sim/joint_trajectory", COMMAND_QOS)  # only the sim robot is up
+    ros.spin_until(lambda: player.count_subscribers("/sim/joint_trajectory") > 0, "the sim input to match")
+    ros.spin_some(300)
+    assert received == [] and player.sent == 0, "started while the real robot could miss the first command"
+    collect(helper, JointTrajectory, "/real/joint_trajectory", COMMAND_QOS)
+    ros.spin_until(lambda: received, "the first cycle once both robots listen")
+
+
 def test_nominal_standin_agrees_with_the_simulator_over_ros(ros):
     """Tolerance: same commands, nominal scenario: final joint positions agree to 1e-3 rad."""
     sim = ros.add(SimRobotNode(namespace="/sim", context=ros.context))

@@ -16,8 +16,10 @@ mirror's input):
 Parameters: ``scenario`` (its ``task`` and ``duration_s`` are used unless ``task`` /
 ``duration_s`` are set), ``wait_for_nodes`` (start once one of these nodes, by default
 ``command_mirror``, subscribes to the command topic, so that the first command sent is
-the first one mirrored: scenario time starts there), ``start_delay_s`` (then wait this
-long, so that the robots have matched the mirror's outputs),
+the first one mirrored: scenario time starts there), ``wait_for_topics`` (and until each
+of these topics has a subscriber: the demo graph lists both robots' command inputs, so
+that neither misses the first command on a slow start), ``start_delay_s`` (then wait
+this long, so that the robots have matched the mirror's outputs),
 ``heartbeat_topic``, ``heartbeat_period_s``. The program uses the node's clock, so
 it follows /clock under ``use_sim_time``.
 """
@@ -60,7 +62,12 @@ class TaskPlayerNode(Node):
             "wait_for_nodes", ["command_mirror"],
             describe("Start once one of these nodes subscribes to the command topic; empty: any subscriber."),
         )
-        self.declare_parameter("start_delay_s", 2.0, describe("Wait after that subscriber appears, s."))
+        self.declare_parameter(
+            "wait_for_topics", [""],
+            describe("Also wait until each of these topics has a subscriber (the robots' command inputs behind "
+                     "the mirror, so that none misses the first command on a slow start); empty: none."),
+        )
+        self.declare_parameter("start_delay_s", 2.0, describe("Wait after those subscribers appear, s."))
         self.declare_parameter(
             "heartbeat_topic", "/command_mirror/heartbeat", describe("std_msgs/Empty liveness topic; empty: none.")
         )
@@ -81,6 +88,7 @@ class TaskPlayerNode(Node):
         if self._start_lead_ns < 0:
             raise ConfigError(f"start_lead_s must be >= 0, got {self._start_lead_ns / _NS_PER_S}")
         self._wait_for_nodes = [str(n) for n in self.get_parameter("wait_for_nodes").value if str(n)]
+        self._wait_for_topics = [str(t) for t in self.get_parameter("wait_for_topics").value if str(t)]
         self._publisher = self.create_publisher(JointTrajectory, "bridge/joint_trajectory", COMMAND_QOS)
         topic = str(self.get_parameter("heartbeat_topic").value)
         self._heartbeat_pub = self.create_publisher(Empty, topic, COMMAND_QOS) if topic else None
@@ -125,6 +133,8 @@ class TaskPlayerNode(Node):
             self._timer.cancel()
 
     def _consumer_present(self) -> bool:
+        if any(self.count_subscribers(topic) == 0 for topic in self._wait_for_topics):
+            return False
         if not self._wait_for_nodes:
             return self._publisher.get_subscription_count() > 0
         infos = self.get_subscriptions_info_by_topic(self._publisher.topic_name)

@@ -218,7 +218,10 @@ def demo_graph(options: GraphOptions) -> list[NodeSpec]:
     task = NodeSpec(
         executable="task_player",
         parameter_files=params,
-        parameters=sim_time + scenario + _extra(options, "task_player"),
+        # Both robots must hear the first command: start once each has subscribed.
+        parameters=sim_time + scenario
+        + (("wait_for_topics", [f"{sim_ns}/joint_trajectory", f"{real_ns}/joint_trajectory"]),)
+        + _extra(options, "task_player"),
         remappings=(("bridge/joint_trajectory", options.command_topic),),
         publishes=(TopicSpec(options.command_topic, TRAJECTORY),),
     )
