@@ -40,13 +40,6 @@ def _close(live: float | None, replay: float | None) -> bool:
     return abs(replay - live) <= STAT_TOLERANCE * max(abs(live), 1e-12)
 
 
-# Issue 6 is open on these: the demo's recorder (in the demo process) drops and lags
-# under machine load, and the live monitor ticks on input arrival while replay ticks on
-# a fixed schedule, so equality holds only on a quiet machine. Reported as xfail (never
-# counted as passing) until the monitor records its own inputs for `demo --record`.
-KNOWN_GAP = pytest.mark.xfail(strict=False, reason="issue 6 open: live vs replay equality not yet reliable under load")
-
-
 @pytest.fixture(scope="module")
 def live_root(live_and_replay: tuple[dict, dict]) -> Path:
     return Path(live_and_replay[1]["bags"][0]).parent
@@ -85,7 +78,6 @@ def live_and_replay(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dic
     return live, replay
 
 
-@KNOWN_GAP
 def test_recording_is_faithful(live_and_replay: tuple[dict, dict], tmp_path_factory: pytest.TempPathFactory) -> None:
     """Replay can only equal live when the bag holds what the monitor received, when it did.
 
@@ -114,7 +106,6 @@ def test_live_run_has_an_event(live_and_replay: tuple[dict, dict]) -> None:
     assert live["events"], "the scenario must raise at least one event for the comparison to mean anything"
 
 
-@KNOWN_GAP
 def test_replay_gives_the_live_events(live_and_replay: tuple[dict, dict]) -> None:
     live, replay = live_and_replay
     live_events = [(e["category"], e["start_s"], e["end_s"]) for e in live["events"]]
@@ -126,7 +117,6 @@ def test_replay_gives_the_live_events(live_and_replay: tuple[dict, dict]) -> Non
         assert abs(r_end - end) <= WINDOW_TOLERANCE_S, (live_events, replay_events)
 
 
-@KNOWN_GAP
 def test_replay_gives_the_live_residual_statistics(live_and_replay: tuple[dict, dict]) -> None:
     live, replay = live_and_replay
     live_joints = live["residuals"]["joints"]
@@ -147,7 +137,6 @@ def test_replay_has_the_live_truth(live_and_replay: tuple[dict, dict]) -> None:
     assert replay["scenario"] == live["scenario"]
 
 
-@KNOWN_GAP
 def test_replaying_the_monitors_own_inputs_reproduces_its_outputs(live_root: Path, tmp_path: Path) -> None:
     """The monitor's event snapshots hold its inputs with its own receive times and the
     /divergence/joints it published: replaying them must give the same residuals."""

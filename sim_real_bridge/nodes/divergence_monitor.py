@@ -37,7 +37,9 @@ from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs import msg as viz_msgs
 
 import sim_real_bridge.msg as srb_msgs
+from sim_real_bridge.capture.bag_writer import BagWriter
 from sim_real_bridge.capture.failure_capture import FailureCapture
+from sim_real_bridge.capture.typestore import build_typestore
 from sim_real_bridge.conversions import cdr
 from sim_real_bridge.conversions import divergence_msgs as convert
 from sim_real_bridge.conversions.robot_msgs import (
@@ -95,6 +97,8 @@ NODE_PARAMETERS: dict[str, tuple[Any, str]] = {
     "max_joints": (64, "A joint_states message with more joints than this is refused as oversized."),
     "max_future_s": (5.0, "A stamp this far ahead of the receive time is refused (same clock only)."),
     "stamps_on_node_clock": (True, "Both sides stamp on this node's clock, so future stamps can be checked."),
+    "record_inputs_path": ("", "Bag directory to record every input message to, as received (log time = "
+                               "this node's receive time), so replay sees what the monitor saw; empty: off."),
 }
 
 
@@ -174,6 +178,10 @@ class DivergenceMonitor(Node):
         self._logged_once: set[tuple[str, str]] = set()
 
         self._status: dict[str, StreamStatus] = {}
+        self._inputs_bag: BagWriter | None = None
+        if param("record_inputs_path"):
+            self._inputs_bag = BagWriter(Path(param("record_inputs_path")).expanduser().resolve(), build_typestore())
+            self._inputs_bag.open()
         self._subscribers = []
         self._drain_sources: list[tuple[Any, Any]] = []
         stale_periods = float(param("stale_periods"))
@@ -186,6 +194,8 @@ class DivergenceMonitor(Node):
                     continue
                 resolved = self.resolve_topic_name(topic)
                 self._status[resolved] = StreamStatus(resolved, stale_periods=stale_periods)
+                if self._inputs_bag is not None:
+                    self._inputs_bag.add_topic(resolved, type_name)
                 qos = COMMAND_QOS if stream == "joint_trajectory" else INPUT_QOS
                 subscriber = message_filters.Subscriber(self, msg_type, topic, qos_profile=qos, raw=True)
                 handle = self._input_callback(side, stream, resolved, msg_type, type_name)
@@ -249,6 +259,8 @@ class DivergenceMonitor(Node):
             self._latest_input_ns = max(self._latest_input_ns, recv_ns)
             if self._capture is not None:
                 self._capture.add_message(topic, type_name, recv_ns, data)
+            if self._inputs_bag is not None:
+                self._record_input(topic, recv_ns, data)
             try:
                 try:
                     msg = reader(data) if reader is not None else deserialize_message(data, msg_type)
@@ -269,6 +281,15 @@ class DivergenceMonitor(Node):
                     self._input_tick_from_ns = (recv_ns // self._grid_ns + 1) * self._grid_ns
 
         return on_message
+
+    def _record_input(self, topic: str, recv_ns: int, data: bytes) -> None:
+        """Write one input as received; a failing bag stops recording, never the analysis."""
+        try:
+            self._inputs_bag.write(topic, recv_ns, data)  # type: ignore[union-attr]
+        except SnapshotError as error:
+            self.get_logger().error(f"input recording stopped: {error}")
+            self._inputs_bag.abort()  # type: ignore[union-attr]
+            self._inputs_bag = None
 
     def _draining(self, handle: Any) -> Any:
         """Callback that also takes what is queued on every high-rate input (bounded).
@@ -440,6 +461,12 @@ class DivergenceMonitor(Node):
             for result in self._capture.close():
                 if result.error is not None:
                     self._snapshot_failed(str(result.error), now_ns)
+        if self._inputs_bag is not None:
+            try:
+                self._inputs_bag.close()
+            except SnapshotError as error:
+                self.get_logger().error(f"input recording lost: {error}")
+            self._inputs_bag = None
         summary = self._engine.run_summary()
         for event in summary["events"]:
             event["snapshot"] = self._snapshot_paths.get(event["id"], "")
