@@ -54,7 +54,14 @@ from sim_real_bridge.core.attribution import (
     attribute,
 )
 from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventConfig, EventRecord, EventTracker
-from sim_real_bridge.core.features import BiasDriftTracker, FeatureConfig, StreamHealth
+from sim_real_bridge.core.features import (
+    BiasDriftTracker,
+    FeatureConfig,
+    HealthMarks,
+    StreamHealth,
+    add_planned,
+    plan_marks,
+)
 from sim_real_bridge.core.ledger import CategoryShareRecord, ResidualLedger, residual_energy
 from sim_real_bridge.errors import ConfigError
 
@@ -64,6 +71,7 @@ PHASE_FREE = 0
 PHASE_CONTACT = 1
 
 __all__ = [
+    "ColumnStream",
     "ContactRecord",
     "DivergenceEngine",
     "EngineConfig",
@@ -315,6 +323,52 @@ class TickOutput:
     events: list[EventRecord] = field(default_factory=list)
 
 
+@dataclass
+class ColumnStream:
+    """One input stream as whole columns, for :meth:`DivergenceEngine.plan_columns`.
+
+    Attributes:
+        side: "sim" or "real".
+        stream: "joint_states", "wrench", "ee_pose", "object_pose" or "command".
+        recv_ns: (n,) receive times of the accepted rows, non-decreasing.
+        seq: (n,) position of each row in the overall feed order (ties of recv_ns).
+        stamp_ns: (n,) stamps (commands: unused).
+        values: (n, w) rows as the matching ``on_*`` method takes them: joint_states
+            [q, qd, effort] in ``names`` order (NaN where absent), wrench [force, torque],
+            poses [position, orientation wxyz]; commands: None.
+        names: joint names of a joint_states stream.
+        commands: per row (start_ns, joint names, points) of a command stream.
+        refused_recv_ns: receive times of rows the intake refused, with their reasons.
+        refused_reasons: one reason per refused row.
+    """
+
+    side: str
+    stream: str
+    recv_ns: np.ndarray
+    seq: np.ndarray
+    stamp_ns: np.ndarray
+    values: np.ndarray | None = None
+    names: tuple[str, ...] = ()
+    commands: Sequence[tuple[int, Sequence[str], Sequence[Any]]] = ()
+    refused_recv_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    refused_reasons: Sequence[str] = ()
+
+
+@dataclass
+class _PlannedStream:
+    column: ColumnStream
+    recv: np.ndarray
+    series: "_Series | None" = None
+    health: StreamHealth | None = None
+    marks: HealthMarks | None = None
+    health_width: int = 0
+    clock: "_ClockPlan | None" = None
+    side_rows: np.ndarray | None = None  # this stream's rows' positions in the side's feed order
+    lists: tuple[list[int], list[int], list[int]] | None = None
+    fed: int = 0
+    refused_fed: int = 0
+
+
 # --------------------------------------------------------------------------- helpers
 class _Series:
     """Time-sorted samples of one stream (monitor-time ns, float rows), bounded by age."""
@@ -350,6 +404,16 @@ class _Series:
         self._buf_t[pos] = t_ns
         self._buf_v[pos] = row
         self._n += 1
+
+    def load(self, t_ns: np.ndarray, values: np.ndarray) -> None:
+        """Hold a whole planned stream; rows become visible with :meth:`reveal`."""
+        self._buf_t = np.ascontiguousarray(t_ns, dtype=np.int64)
+        self._buf_v = np.ascontiguousarray(values, dtype=float)
+        self._n = self._start = 0
+
+    def reveal(self, n: int) -> None:
+        """Make the first n planned rows visible (as if added one by one)."""
+        self._n = n
 
     def trim(self, before_ns: int) -> None:
         k = self._start + int(np.searchsorted(self._buf_t[self._start:self._n], before_ns, side="left"))
@@ -518,6 +582,60 @@ class _ClockMap:
         per_stream.append(d - offset)
         return stamp_ns + offset, reset
 
+    def plan(self, stamp_ns: np.ndarray, recv_ns: np.ndarray, stream_ids: np.ndarray,
+             stream_names: Sequence[str]) -> "_ClockPlan | None":
+        """The offsets ``map`` would give a fresh map fed these samples in this order, on
+        whole columns; None when a clock reset (or receive times out of order) would need
+        the per-sample path.
+
+        Without resets the leaky envelope is offset_k = min_j<=k (d_j + sum_{j<i<=k}
+        floor(leak (recv_i - recv_i-1))), a cumulative minimum: integer-exact.
+        """
+        stamp = np.asarray(stamp_ns, dtype=np.int64)
+        recv = np.asarray(recv_ns, dtype=np.int64)
+        if self._offsets or stamp.size == 0 or np.any(np.diff(recv) < 0):
+            return None
+        d = recv - stamp
+        steps = np.zeros(recv.size, dtype=np.int64)
+        steps[1:] = (self.leak * np.diff(recv).astype(np.float64)).astype(np.int64)
+        climb = np.cumsum(steps)
+        offsets = climb + np.minimum.accumulate(d - climb)
+        stream_ids = np.asarray(stream_ids, dtype=np.int64)
+        rows = [np.flatnonzero(stream_ids == k) for k in range(len(stream_names))]
+        for idx in rows:
+            if idx.size < 2:
+                continue
+            cur, prev = idx[1:], idx[:-1]
+            backwards = stamp[cur] < stamp[prev] - self.reset_ns
+            forward = (((stamp[cur] - stamp[prev]) - (recv[cur] - recv[prev]) > self.reset_ns)
+                       & (d[cur] < offsets[cur - 1] - self.reset_ns))
+            if np.any(backwards | forward):
+                return None
+        return _ClockPlan(stamp, recv, offsets, d - offsets, stream_ids, list(stream_names), rows)
+
+    def feed_planned(self, plan: "_ClockPlan", hi: int) -> None:
+        """Take the planned samples up to row hi (exclusive): the state ``map`` leaves."""
+        lo = plan.fed
+        if hi <= lo:
+            return
+        self._offsets[0] = int(plan.offsets[hi - 1])
+        self._last_recv[0] = int(plan.recv[hi - 1])
+        self._delays.extend(plan.delays[lo:hi].tolist())
+        for k, idx in enumerate(plan.rows):
+            a, b = np.searchsorted(idx, [lo, hi]).tolist()
+            if b <= a:
+                continue
+            stream = plan.names[k]
+            last = int(idx[b - 1])
+            self._epoch[stream] = 0
+            self._last_stamp[stream] = (int(plan.stamp[last]), int(plan.recv[last]))
+            per_stream = self._stream_delays.get(stream)
+            if per_stream is None:
+                per_stream = self._stream_delays[stream] = deque(maxlen=2000)
+            per_stream.extend(plan.delays[idx[a:b]].tolist())
+        self._count += hi - lo
+        plan.fed = hi
+
     @property
     def spread_s(self) -> float:
         """Std of the delivery delay over recent samples (refreshed every 100 samples)."""
@@ -527,6 +645,20 @@ class _ClockMap:
             self._spread_cache = float(np.std(self._delays)) * 1e-9
             self._spread_at = self._count
         return self._spread_cache
+
+
+@dataclass
+class _ClockPlan:
+    """One side's samples in feed order with their planned offsets (see ``_ClockMap.plan``)."""
+
+    stamp: np.ndarray
+    recv: np.ndarray
+    offsets: np.ndarray
+    delays: np.ndarray
+    stream_ids: np.ndarray
+    names: list[str]
+    rows: list[np.ndarray]
+    fed: int = 0
 
 
 def _quat_angle(q1: np.ndarray, q2: np.ndarray) -> float:
@@ -760,6 +892,134 @@ class DivergenceEngine:
             self.first_command_ns = int(recv_ns)
         self._last_command_ns = int(recv_ns)
         self.command_count += 1
+
+    # ------------------------------------------------------------------ column input (replay)
+    def plan_columns(self, streams: Sequence[ColumnStream]) -> bool:
+        """Take whole recorded streams to feed by receive time with :meth:`feed_columns`.
+
+        Gives the engine the state the ``on_*`` methods give when fed the same rows one
+        by one in ``seq`` order, at a fraction of the cost (clock map, series and stream
+        health are computed on columns). Returns False, leaving the engine untouched,
+        when the streams need the per-message path: a fresh engine is required, and
+        clock resets, stamps mapped out of order, or joint streams naming different
+        joint sets are left to it.
+        """
+        if self.first_recv_ns is not None or self.joint_names is not None or self.command_count:
+            return False
+        joint_streams = [c for c in streams if c.stream == "joint_states" and c.recv_ns.size]
+        if not joint_streams or any(set(c.names) != set(joint_streams[0].names) or len(set(c.names)) != len(c.names)
+                                    for c in joint_streams):
+            return False
+        first = min(joint_streams, key=lambda c: int(c.seq[0]))
+        names = tuple(str(x) for x in first.names)
+        j = len(names)
+        planned: list[_PlannedStream] = []
+        series: dict[tuple[str, str], _Series] = {}
+        for col in streams:
+            recv = np.asarray(col.recv_ns, dtype=np.int64)
+            if recv.size and np.any(np.diff(recv) < 0):
+                return False
+            if col.stream not in ("joint_states", "wrench", "ee_pose", "object_pose", "command"):
+                raise ConfigError(f"unknown column stream {col.stream!r}")
+            planned.append(_PlannedStream(col, recv))
+        for side in SIDES:
+            side_cols = [p for p in planned if p.column.side == side and p.column.stream != "command"
+                         and p.recv.size]
+            if not side_cols:
+                continue
+            seq = np.concatenate([np.asarray(p.column.seq, dtype=np.int64) for p in side_cols])
+            order = np.argsort(seq, kind="stable")
+            stamp = np.concatenate([np.asarray(p.column.stamp_ns, dtype=np.int64) for p in side_cols])[order]
+            recv = np.concatenate([p.recv for p in side_cols])[order]
+            ids = np.concatenate([np.full(p.recv.size, k, dtype=np.int64) for k, p in enumerate(side_cols)])[order]
+            clock = self._clock[side].plan(stamp, recv, ids, [p.column.stream for p in side_cols])
+            if clock is None:
+                return False
+            position = np.empty(seq.size, dtype=np.int64)
+            position[order] = np.arange(seq.size)
+            start = 0
+            for p in side_cols:
+                n = p.recv.size
+                p.side_rows = position[start:start + n]
+                start += n
+                if np.any(np.diff(p.side_rows) <= 0):
+                    return False
+                p.clock = clock
+                mapped = np.asarray(p.column.stamp_ns, dtype=np.int64) + clock.offsets[p.side_rows]
+                if np.any(np.diff(mapped) < 0):
+                    return False  # out-of-order arrivals: the per-message path inserts them
+                col = p.column
+                values = np.asarray(col.values, dtype=float)
+                if col.stream == "joint_states":
+                    index = {str(x): i for i, x in enumerate(col.names)}
+                    order_j = np.array([index[x] for x in names], dtype=np.intp)
+                    cols = np.concatenate([order_j, order_j + j, order_j + 2 * j])
+                    values = values[:, cols] if not np.array_equal(order_j, np.arange(j)) else values
+                    p.health_width = 2 * j
+                elif col.stream == "wrench":
+                    p.health_width = 6
+                p.series = _Series(values.shape[1])
+                p.series.load(mapped, values)
+                if p.health_width:
+                    p.marks = plan_marks(self.config.features, values[:, :p.health_width])
+                p.lists = (np.asarray(col.stamp_ns, dtype=np.int64).tolist(), p.recv.tolist(), mapped.tolist())
+                series[(side, col.stream)] = p.series
+        self.joint_names = names
+        self._stall_s = np.zeros(j)
+        self._joints = {}
+        for side in SIDES:
+            found = series.get((side, "joint_states"))
+            self._joints[side] = found if found is not None else _Series(3 * j)
+            if (side, "wrench") in series:
+                self._wrench[side] = series[(side, "wrench")]
+            for kind in POSE_KINDS:
+                if (side, f"{kind}_pose") in series:
+                    self._poses[(side, kind)] = series[(side, f"{kind}_pose")]
+        for p in planned:
+            if p.health_width:
+                p.health = self._health[(p.column.side, p.column.stream)]
+        self._planned = planned
+        return True
+
+    def feed_columns(self, before_recv_ns: int | None = None) -> None:
+        """Feed every planned row (and refusal) received before ``before_recv_ns`` (None: all)."""
+        planned: list[_PlannedStream] = getattr(self, "_planned", [])
+        cuts = [p.recv.size if before_recv_ns is None else int(np.searchsorted(p.recv, before_recv_ns, side="left"))
+                for p in planned]
+        if self.first_recv_ns is None:
+            # The first row fed sets the run clock, as the first on_* call would.
+            firsts = [int(p.recv[p.fed]) for p, hi in zip(planned, cuts) if hi > p.fed]
+            if firsts:
+                self.first_recv_ns = min(firsts)
+        for p, hi in zip(planned, cuts):
+            col = p.column
+            refused = np.asarray(col.refused_recv_ns, dtype=np.int64)
+            r_hi = refused.size if before_recv_ns is None else int(np.searchsorted(refused, before_recv_ns, side="left"))
+            for k in range(p.refused_fed, r_hi):
+                self.on_rejected(col.side, col.stream, col.refused_reasons[k])
+            p.refused_fed = max(p.refused_fed, r_hi)
+            lo = p.fed
+            if hi <= lo:
+                continue
+            if col.stream == "command":
+                for i in range(lo, hi):
+                    start_ns, names, points = col.commands[i]
+                    self.on_command(int(start_ns), int(p.recv[i]), names, points)
+                p.fed = hi
+                continue
+            assert p.series is not None and p.lists is not None and p.clock is not None and p.side_rows is not None
+            p.series.reveal(hi)
+            if col.stream in ("joint_states", "wrench"):
+                p.series.last_recv_ns = int(p.recv[hi - 1])
+            if p.health is not None and p.marks is not None:
+                stamps, recvs, times = p.lists
+                add_planned(p.health, p.marks, lo, hi, stamps, recvs, times, p.series._buf_v[:, :p.health_width])
+            p.fed = hi
+        for side in SIDES:
+            plans = [p for p in planned if p.column.side == side and p.clock is not None and p.fed]
+            if plans:
+                side_hi = max(int(p.side_rows[p.fed - 1]) + 1 for p in plans)  # type: ignore[index]
+                self._clock[side].feed_planned(plans[0].clock, side_hi)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ ticking
     def _streams_seen(self, now_ns: int) -> list[tuple[_Series, int]]:

@@ -395,3 +395,106 @@ class BiasDriftTracker:
             out.severity = _clip01(drift / self.full_scale_n)
             out.evidence = {"bias_n": np.array2string(self.drift_n, precision=2)}
         return out
+
+
+@dataclass
+class HealthMarks:
+    """Marks :meth:`StreamHealth.add` would record for a whole stream fed from the start:
+    per mark its row, kind and value, in feed order (``kinds`` and ``values`` lists)."""
+
+    rows: np.ndarray
+    kinds: list[str]
+    values: list[float]
+
+
+def plan_marks(config: FeatureConfig, values: np.ndarray) -> HealthMarks:
+    """The nonfinite, saturation and repeat marks of rows ``values`` (n, w) fed in order
+    to a fresh :class:`StreamHealth`, computed on whole columns (same rules as ``add``)."""
+    v = np.asarray(values, dtype=float)
+    n = v.shape[0]
+    finite = np.isfinite(v)
+    all_finite = finite.all(axis=1)
+    idx = np.arange(n)
+    same = np.zeros_like(finite)
+    if n > 1:
+        same[1:] = v[1:] == v[:-1]
+    all_same = same.all(axis=1)
+    all_same[0] = False
+
+    def run_length(cond: np.ndarray) -> np.ndarray:
+        # Length of the run of True ending at each row (along axis 0).
+        shape = (-1,) + (1,) * (cond.ndim - 1)
+        last_false = np.maximum.accumulate(np.where(cond, -1, idx.reshape(shape)), axis=0)
+        return np.where(cond, idx.reshape(shape) - last_false, 0)
+
+    repeat_run = run_length(all_same & all_finite)
+    pinned = same & (v != 0) & finite
+    pinned[0] = False
+    saturated = np.zeros(n, dtype=bool)
+    if n > 1 and v.shape[1]:
+        saturated[1:] = ~all_same[1:] & (run_length(pinned).max(axis=1)[1:] >= config.saturation_samples)
+    repeat = repeat_run + 1 >= config.frozen_samples
+    rows: list[int] = []
+    kinds: list[str] = []
+    vals: list[float] = []
+    frac = np.mean(~finite, axis=1) if v.shape[1] else np.zeros(n)
+    for i in np.flatnonzero(~all_finite | saturated | repeat).tolist():
+        if not all_finite[i]:
+            rows.append(i), kinds.append("nonfinite"), vals.append(float(frac[i]))
+        if saturated[i]:
+            rows.append(i), kinds.append("saturation"), vals.append(1.0)
+        if repeat[i]:
+            rows.append(i), kinds.append("repeat"), vals.append(float(repeat_run[i] + 1))
+    return HealthMarks(np.asarray(rows, dtype=np.int64), kinds, vals)
+
+
+def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stamps: list[int], recvs: list[int],
+                times: list[int], values: np.ndarray) -> None:
+    """Feed rows lo..hi-1 of a planned stream: the same state as ``add`` per row.
+
+    ``stamps``, ``recvs`` and ``times`` are whole-stream lists, ``values`` the rows; the
+    stream's times must be non-decreasing (then trimming once per block equals trimming
+    per row).
+    """
+    if hi <= lo:
+        return
+    cfg = health.config
+    dropout = cfg.dropout_periods
+    stamp_iv, intervals, delays, gaps = health._stamp_intervals_s, health._intervals_s, health._delays_s, health._gaps
+    for i in range(lo, hi):
+        stamp, recv, t = stamps[i], recvs[i], times[i]
+        last_stamp = health._last_stamp_ns
+        if last_stamp is not None:
+            ds = (stamp - last_stamp) * 1e-9
+            stamp_iv.append(ds)
+            if ds > 0:
+                period = health.period_s
+                if period is None or ds < dropout * period:
+                    intervals.append(ds)
+                    health._since_period += 1
+        delays.append((recv - stamp) * 1e-9)
+        if health._last_recv_ns is None:
+            health._first_recv_ns = health._last_recv_ns = recv
+        else:
+            silence_ns = recv - health._last_recv_ns
+            if (last_stamp is not None and silence_ns > 4 * (stamp - last_stamp) > 0
+                    and silence_ns > health.burst_silence_ns(recv)):
+                health._burst_silence_ns, health._burst_at_ns = silence_ns, recv
+            if recv > health._last_recv_ns:
+                health._last_recv_ns = recv
+        health._last_stamp_ns = stamp
+        last_time = health._last_time_ns
+        if last_time is not None:
+            period = health.period_s
+            if period is not None and t - last_time > dropout * period * 1e9:
+                gaps.append((last_time, t))
+            if t > last_time:
+                health._last_time_ns = t
+        else:
+            health._last_time_ns = t
+    health.sample_count += hi - lo
+    a, b = np.searchsorted(marks.rows, [lo, hi]).tolist()
+    for k in range(a, b):
+        health._marks.append((times[int(marks.rows[k])], marks.kinds[k], marks.values[k]))
+    health._last_values = values[hi - 1]
+    health._trim(times[hi - 1])
