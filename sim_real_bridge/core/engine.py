@@ -772,6 +772,7 @@ class DivergenceEngine:
         self._last_attribution_top = "none"
         self._last_tick_ns: int | None = None
         self.analysis_count = 0
+        self._planned: list[_PlannedStream] = []
 
     # ------------------------------------------------------------------ inputs
     def _side(self, side: str) -> str:
@@ -981,9 +982,14 @@ class DivergenceEngine:
         self._planned = planned
         return True
 
+    @property
+    def columns_planned(self) -> bool:
+        """Whether :meth:`plan_columns` took the input (else it is fed row by row)."""
+        return bool(self._planned)
+
     def feed_columns(self, before_recv_ns: int | None = None) -> None:
         """Feed every planned row (and refusal) received before ``before_recv_ns`` (None: all)."""
-        planned: list[_PlannedStream] = getattr(self, "_planned", [])
+        planned = self._planned
         cuts = [p.recv.size if before_recv_ns is None else int(np.searchsorted(p.recv, before_recv_ns, side="left"))
                 for p in planned]
         if self.first_recv_ns is None:
