@@ -110,9 +110,18 @@ def simulate(
         emit("sim", sim.advance(now + step_ns), now + step_ns)
         emit("real", real.advance(now + step_ns), now + step_ns)
     messages.sort(key=lambda m: m["recv_ns"])
-    truth = [{"category": i.category, "kind": i.kind, "start_s": i.start_s, "end_s": i.end_s}
-             for i in scenario.injections]
-    meta = {"name": scenario.name, "task": scenario.task, "duration_s": scenario.duration_s, "truth": truth}
+    # Truth as the live demo records it: from when each injection changed reality.
+    from sim_real_bridge.core.summary import TruthCollector
+
+    labels = TruthCollector()
+    reality = real.reality
+    labels.add(scenario.duration_s, [
+        {"category": i.category, "kind": i.kind, "start_s": i.start_s, "end_s": i.end_s, "active": False,
+         "effect_start_s": float("nan") if reality.effect_start_s(i) is None else reality.effect_start_s(i)}
+        for i in scenario.injections])
+    truth = labels.truth(scenario.duration_s)
+    meta = {"name": scenario.name, "task": scenario.task, "duration_s": scenario.duration_s, "truth": truth,
+            "without_effect": labels.without_effect(scenario.duration_s)}
     return messages, meta
 
 

@@ -104,8 +104,12 @@ def test_unauthored_tail_keeps_its_cause() -> None:
     f = feats(joint_residual_rad=0.015, effort_residual=20.0, since_active_s={"unauthored": 0.4},
               last_kind={"unauthored": "obstacle"})
     assert active(f) == {"unauthored": "obstacle"}
+    # Marked as a tail, so the engine measures the linger from the last direct evidence and
+    # a lasting load after an unauthored blip does not stay unauthored for ever.
+    assert attribute(f, CFG).tail
     f.since_active_s = {"unauthored": 3.0}
     assert active(f) == {"human": "push"}
+    assert not attribute(f, CFG).tail
 
 
 def test_untrusted_sensor_suppresses_the_rest() -> None:

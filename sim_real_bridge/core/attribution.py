@@ -106,8 +106,9 @@ class AttributionConfig:
         unexplained_min_s: how long the unexplained residual must persist.
         sensor_recovery_s: residual-based categories stay suppressed this long after an
             untrusted stream recovers (smoothing and fit windows still hold bad data).
-        unauthored_linger_s: human or dynamics evidence within this long after an
-            unauthored one is attributed to the same unauthored cause (its tail).
+        unauthored_linger_s: human or dynamics evidence within this long after the last
+            direct unauthored evidence is attributed to the same unauthored cause (its
+            tail); the tail never extends itself.
         sensor_suppresses: whether an untrusted real stream suppresses other categories.
     """
 
@@ -231,6 +232,8 @@ class Attribution:
     scores: dict[str, float]
     active: dict[str, tuple[float, str, dict[str, str]]]
     top: str
+    #: the unauthored score is the tail of an earlier unauthored cause, not new evidence
+    tail: bool = False
 
 
 def _ramp(value: float, threshold: float) -> float:
@@ -366,6 +369,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
     # An unauthored divergence (obstacle, stall) leaves the arm loaded or displaced for a
     # while after its evidence fades; that tail is still the unauthored cause.
     since_unauthored = f.since_active_s.get("unauthored", float("inf"))
+    tail = False
     if (scores["unauthored"] < cfg.active_score and since_unauthored <= cfg.unauthored_linger_s
             and not suppressed):
         tail = max(scores["human"], scores["dynamics"])
@@ -374,10 +378,11 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             scores["human"] = scores["dynamics"] = 0.0
             kinds["unauthored"] = f.last_kind.get("unauthored", "")
             evidence["unauthored"] = {"after_unauthored_s": f"{since_unauthored:.2f}"}
+            tail = True
 
     active = {
         c: (round(float(scores[c]), 6), kinds.get(c, ""), evidence.get(c, {}))
         for c in CATEGORIES if scores[c] >= cfg.active_score
     }
     top = max(active, key=lambda c: active[c][0]) if active else NONE
-    return Attribution(t_ns=f.t_ns, scores=scores, active=active, top=top)
+    return Attribution(t_ns=f.t_ns, scores=scores, active=active, top=top, tail=tail)

@@ -1355,6 +1355,8 @@ class DivergenceEngine:
         verdict = attribute(feats, cfg.attribution)
         self._last_attribution_top = verdict.top
         for c, (_, kind, _) in verdict.active.items():
+            if c == "unauthored" and verdict.tail:
+                continue  # a tail is measured from the last direct evidence: it never extends itself
             self._last_active_ns[c] = t
             self._last_kind[c] = kind
         for rec in self._events.update(t, verdict.active):

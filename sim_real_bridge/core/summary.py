@@ -8,6 +8,7 @@ collect the labels with :class:`TruthCollector`, so the two files share one sche
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -22,7 +23,15 @@ COPIED_KEYS: tuple[tuple[str, Any], ...] = (
 
 
 class TruthCollector:
-    """The stand-in's labels (InjectionArray messages), deduplicated across repeats."""
+    """The stand-in's labels (InjectionArray messages), deduplicated across repeats.
+
+    A truth window starts when the injection first changed reality (``effect_start_s``:
+    an obstacle at the arm's first touch, contact kinds at the first contact in their
+    window); the scenario's own start is kept as ``injected_start_s`` when it differs.
+    An injection that ended without ever changing reality is no gap: it is left out of
+    the truth and listed by :meth:`without_effect`. Labels without ``effect_start_s``
+    (older recordings) use the scenario's start.
+    """
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, str, float], dict[str, Any]] = {}
@@ -31,25 +40,49 @@ class TruthCollector:
 
     def add(self, elapsed_s: float, injections: Iterable[Any]) -> None:
         """Note one InjectionArray: its ``elapsed_s`` and injections (objects or dicts with
-        category, kind, start_s, end_s, active)."""
+        category, kind, start_s, end_s, active and optionally effect_start_s)."""
         self.elapsed_s = max(self.elapsed_s, float(elapsed_s))
         self.active = []
         for inj in injections:
-            get = inj.get if isinstance(inj, Mapping) else lambda name, inj=inj: getattr(inj, name)
+            get = inj.get if isinstance(inj, Mapping) else lambda name, default=None, inj=inj: getattr(inj, name, default)
             category, kind, start_s = str(get("category")), str(get("kind")), float(get("start_s"))
-            self._seen[(category, kind, round(start_s, 6))] = {
+            key = (category, kind, round(start_s, 6))
+            raw_effect = get("effect_start_s", None)
+            effect = None if raw_effect is None or not math.isfinite(float(raw_effect)) else float(raw_effect)
+            known = self._seen.get(key, {}).get("effect_start_s")
+            self._seen[key] = {
                 "category": category, "kind": kind, "start_s": start_s, "end_s": float(get("end_s")),
+                "labelled_effect": raw_effect is not None,
+                "effect_start_s": known if known is not None else effect,
             }
             if get("active"):
                 self.active.append(f"{category}/{kind}")
 
+    def _entries(self) -> list[dict[str, Any]]:
+        return sorted(self._seen.values(), key=lambda e: (e["start_s"], e["category"], e["kind"]))
+
     def truth(self, elapsed_s: float) -> list[dict[str, Any]]:
-        """Truth entries of every injection started by ``elapsed_s``, ends clipped to it."""
+        """Truth entries of every injection that changed reality by ``elapsed_s``, ends clipped to it."""
         truth = []
-        for entry in sorted(self._seen.values(), key=lambda e: (e["start_s"], e["category"], e["kind"])):
-            if entry["start_s"] <= elapsed_s:
-                truth.append({**entry, "end_s": min(entry["end_s"], elapsed_s)})
+        for entry in self._entries():
+            start_s = entry["start_s"]
+            if entry["labelled_effect"]:
+                if entry["effect_start_s"] is None:
+                    continue
+                start_s = max(start_s, entry["effect_start_s"])
+            if start_s <= elapsed_s:
+                row = {"category": entry["category"], "kind": entry["kind"], "start_s": start_s,
+                       "end_s": max(start_s, min(entry["end_s"], elapsed_s))}
+                if abs(start_s - entry["start_s"]) > 1e-3:
+                    row["injected_start_s"] = entry["start_s"]
+                truth.append(row)
         return truth
+
+    def without_effect(self, elapsed_s: float) -> list[dict[str, Any]]:
+        """Injections started by ``elapsed_s`` that never changed reality (no gap to detect)."""
+        return [{"category": e["category"], "kind": e["kind"], "start_s": e["start_s"], "end_s": e["end_s"]}
+                for e in self._entries()
+                if e["labelled_effect"] and e["effect_start_s"] is None and e["start_s"] <= elapsed_s]
 
 
 def build_summary(

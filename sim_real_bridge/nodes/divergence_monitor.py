@@ -62,8 +62,9 @@ SUMMARY_FILE = "monitor_summary.json"
 LEVELS = {0: OK, 1: WARN, 2: ERROR, 3: STALE}
 
 #: Best effort (accepts reliable and best-effort publishers, like sensor-data QoS),
-#: with a queue deep enough to ride out a snapshot write at 1 kHz.
-INPUT_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=500, reliability=ReliabilityPolicy.BEST_EFFORT)
+#: with a queue deep enough to ride out a backlog as long as the engine's max_backlog_s
+#: (3 s) at 500 Hz, or a snapshot write at 1 kHz: a sample lost here would read as a dropout.
+INPUT_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2000, reliability=ReliabilityPolicy.BEST_EFFORT)
 #: Direct CDR readers of the high-rate streams (rclpy's deserializer costs more than the analysis).
 FAST_READERS = {"joint_states": cdr.read_joint_state, "wrench": cdr.read_wrench_stamped}
 #: Most messages one input callback takes from its queue in one executor turn.

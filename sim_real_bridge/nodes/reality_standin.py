@@ -57,6 +57,7 @@ class RealityStandinNode(SimRobotNode):
     def __init__(self, **kwargs: Any) -> None:
         self.scenario: Scenario | None = None
         self._last_active: tuple[int, ...] | None = None
+        self._last_effects = 0
         super().__init__(NODE_NAME, publish_clock_default=False, **kwargs)
         self._injections_pub = self.create_publisher(InjectionArray, INJECTIONS_TOPIC, LATCHED_QOS)
         rate = float(self.get_parameter("injections_rate_hz").value)
@@ -89,13 +90,16 @@ class RealityStandinNode(SimRobotNode):
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(max(0, self.ros_now_ns()), _NS_PER_S)
         msg.scenario = self.scenario.name
         msg.elapsed_s = -1.0 if elapsed is None else elapsed / _NS_PER_S
-        for inj, active in self.robot.reality.injection_states(elapsed):
+        reality = self.robot.reality
+        for inj, active in reality.injection_states(elapsed):
+            effect_s = reality.effect_start_s(inj)
             msg.injections.append(
                 InjectionMsg(
                     category=inj.category,
                     kind=inj.kind,
                     start_s=float(inj.start_s),
                     end_s=float(inj.end_s),
+                    effect_start_s=float("nan") if effect_s is None else float(effect_s),
                     active=bool(active),
                     params=[KeyValue(key=k, value=_param_text(v)) for k, v in inj.params.items()],
                 )
@@ -106,11 +110,12 @@ class RealityStandinNode(SimRobotNode):
         """Publish /reality/injections now."""
         msg = self.injection_array()
         self._last_active = tuple(i for i, inj in enumerate(msg.injections) if inj.active)
+        self._last_effects = len(self.robot.reality.effect_ns)
         self._injections_pub.publish(msg)
 
     def after_tick(self) -> None:
         active = tuple(i for i, (_, on) in enumerate(self.robot.reality.injection_states(self.robot.elapsed_ns)) if on)
-        if active != self._last_active:
+        if active != self._last_active or len(self.robot.reality.effect_ns) != self._last_effects:
             self.publish_injections()
 
     def on_first_command(self) -> None:

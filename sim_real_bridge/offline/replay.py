@@ -512,7 +512,9 @@ def replay_run(run: RunSpec, config: ReplayConfig, out_dir: Path | str,
                     warnings.append(f"{count} message(s) on {topic} refused or flagged: {reason}")
         summary = build_summary(
             run_summary, scenario=scenario or run.name, duration_s=duration_s, truth=truth,
-            extra={"bags": list(run.bags), "problems_by_topic": outcome.problems, "warnings": warnings,
+            extra={"bags": list(run.bags),
+                   **({"injections_without_effect": truth_collector.without_effect(duration_s)}
+                      if truth_collector is not None else {}), "problems_by_topic": outcome.problems, "warnings": warnings,
                    **({"labels": labels} if labels else {})},
         )
         out.mkdir(parents=True, exist_ok=True)

@@ -302,6 +302,7 @@ def run_demo(request: DemoRequest) -> int:
         extra={
             "realtime_factor": min(observer.realtime_factor.values()) if observer.realtime_factor else None,
             "realtime_factor_by_node": observer.realtime_factor,
+            "injections_without_effect": observer.labels.without_effect(elapsed_s),
             "exit_codes": exit_codes,
         },
     )

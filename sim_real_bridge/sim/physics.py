@@ -56,11 +56,15 @@ class ArmPhysics:
             self._object_body = self.model.body("object").id
             self._object_qpos_adr = int(self.model.jnt_qposadr[self.model.joint("object_free").id])
             self._obstacle_geom = self.model.geom("obstacle").id
+            base = self.model.body("base").id
             self._obstacle_mocap = int(self.model.body_mocapid[self.model.body("obstacle_body").id])
             self._force_adr = int(self.model.sensor_adr[self.model.sensor("ft_force").id])
             self._torque_adr = int(self.model.sensor_adr[self.model.sensor("ft_torque").id])
         except KeyError as exc:
             raise SimulationError(f"model {path} lacks a required element: {exc}") from exc
+        # Geoms of the arm: every body under "base" (the tool included).
+        arm_bodies = {b for b in range(self.model.nbody) if self._descends_from(b, base)}
+        self._arm_geoms = np.array([g for g in range(self.model.ngeom) if int(self.model.geom_bodyid[g]) in arm_bodies])
         self._home_key = self.model.key("home").id if self.model.nkey else None
         # Pristine copies so that injections can be undone exactly.
         self._nominal_gainprm = self.model.actuator_gainprm.copy()
@@ -212,6 +216,25 @@ class ArmPhysics:
         """Tool-tip rotation matrix in the world frame, shape (3, 3)."""
         return self.data.site_xmat[self._ee_site].reshape(3, 3).copy()
 
+    def _descends_from(self, body: int, ancestor: int) -> bool:
+        while body > 0:
+            if body == ancestor:
+                return True
+            body = int(self.model.body_parentid[body])
+        return False
+
+    def arm_touches(self, geom_name: str | None = None) -> bool:
+        """Whether any arm geom is in contact with the named geom (any non-arm geom if None)."""
+        con = self.data.contact[: self.data.ncon]
+        if not len(con):
+            return False
+        arm1 = np.isin(con.geom1, self._arm_geoms)
+        arm2 = np.isin(con.geom2, self._arm_geoms)
+        if geom_name is None:
+            return bool(np.any(arm1 ^ arm2))
+        gid = self.model.geom(geom_name).id
+        return bool(np.any((arm1 & (con.geom2 == gid)) | (arm2 & (con.geom1 == gid))))
+
     def contact_count(self, geom_name: str) -> int:
         """Number of active contacts involving the named geom."""
         gid = self.model.geom(geom_name).id
@@ -317,6 +340,23 @@ class ArmPhysics:
         # Bounding radius must cover a resized box for the broad phase.
         self.model.geom_rbound[gid] = float(np.linalg.norm(self.model.geom_size[gid]))
         self.model.geom_aabb[gid, 3:] = self.model.geom_size[gid]
+
+    def set_obstacle_collides(self, collides: bool) -> None:
+        """Switch the obstacle's collisions only (it stays placed and shown)."""
+        gid = self._obstacle_geom
+        self.model.geom_contype[gid] = _WORLD_CONTYPE if collides else 0
+        self.model.geom_conaffinity[gid] = _WORLD_CONAFFINITY if collides else 0
+
+    def obstacle_arm_distance_m(self, distmax_m: float = 0.1) -> float:
+        """Smallest signed distance from the obstacle box to any arm geom (capped at distmax_m).
+
+        Uses the geom poses of the last step (the mocap body moves with the next step).
+        """
+        gid = self._obstacle_geom
+        return min(
+            (mujoco.mj_geomDistance(self.model, self.data, gid, int(g), distmax_m, None) for g in self._arm_geoms),
+            default=distmax_m,
+        )
 
     @property
     def obstacle_enabled(self) -> bool:

@@ -31,6 +31,12 @@ PHYSICAL_KINDS = frozenset(
 SENSOR_KINDS = frozenset({"ft_bias_drift", "dropout", "nan_burst", "frozen", "stamp_jitter"})
 
 _AXES = {"x": 0, "y": 1, "z": 2}
+#: Kinds that change reality only once the arm touches something: the geom it must touch
+#: (None: anything). Until then the injected world behaves exactly like the simulator.
+TOUCH_KINDS: dict[str, str | None] = {"obstacle": "obstacle", "friction": None, "stiffness": None,
+                                      "object_mass": "object_geom"}
+#: Least distance between a new obstacle and the arm before the obstacle collides, m.
+_OBSTACLE_CLEARANCE_M = 0.002
 #: Gain of the creep force towards the drift velocity, N/(m/s).
 _CREEP_GAIN_N_S_PER_M = 40.0
 
@@ -75,6 +81,11 @@ class RealityModel:
             default=0,
         )
         self.samples_dropped: dict[str, int] = {}
+        #: injection index -> elapsed ns when it first changed reality (see effect_start_s).
+        self.effect_ns: dict[int, int] = {}
+        # Obstacles (by index in _physical) placed clear of the arm, so colliding; see _place_obstacles.
+        self._obstacle_clear: set[int] = set()
+        self._obstacle_steps: dict[int, int] = {}
 
     # ------------------------------------------------------------------ queries
     def active_injections(self, elapsed_ns: int | None) -> list[Injection]:
@@ -84,6 +95,26 @@ class RealityModel:
     def injection_states(self, elapsed_ns: int | None) -> list[tuple[Injection, bool]]:
         """Every injection of the scenario with whether it is active now."""
         return [(inj, inj.active(elapsed_ns)) for inj in self.scenario.injections]
+
+    def effect_start_s(self, inj: Injection) -> float | None:
+        """Seconds from the first command when ``inj`` first changed reality, None if not yet.
+
+        Most kinds act from their start. An obstacle acts from the arm's first touch, and the
+        contact kinds (friction, stiffness, object_mass) from the first contact in their window:
+        before that the stand-in's world behaves exactly like the simulator's, so there is
+        no gap to detect.
+        """
+        if inj.kind not in TOUCH_KINDS:
+            return float(inj.start_s) if inj.index in self.effect_ns else None
+        ns = self.effect_ns.get(inj.index)
+        return None if ns is None else ns * 1e-9
+
+    def _note_effects(self, elapsed_ns: int) -> None:
+        for inj in self.scenario.injections:
+            if inj.index in self.effect_ns or not inj.active(elapsed_ns):
+                continue
+            if inj.kind not in TOUCH_KINDS or self.physics.arm_touches(TOUCH_KINDS[inj.kind]):
+                self.effect_ns[inj.index] = elapsed_ns
 
     # ------------------------------------------------------------------ physics
     def before_step(self, now_ns: int, elapsed_ns: int | None, q_target_rad: np.ndarray) -> np.ndarray:
@@ -100,6 +131,10 @@ class RealityModel:
         active = frozenset(i for i, inj in enumerate(self._physical) if inj.active(elapsed_ns))
         if active != self._active_physical:
             self._reconfigure(active)
+        if any(self._physical[i].kind == "obstacle" and i not in self._obstacle_clear for i in active):
+            self._place_obstacles(active)
+        if elapsed_ns is not None and len(self.effect_ns) < len(self.scenario.injections):
+            self._note_effects(elapsed_ns)
         if self._needs_history:
             self._target_history.append((now_ns, np.array(q_target_rad, dtype=float)))
             horizon = now_ns - self._max_delay_ns
@@ -162,6 +197,7 @@ class RealityModel:
                 physics.set_contact_friction_scale(p["friction_scale"], ("object_geom",))
             elif kind == "obstacle":
                 physics.set_obstacle(True, np.array(p["position_m"]), np.array(p["half_size_m"]))
+                physics.set_obstacle_collides(i in self._obstacle_clear)
             elif kind == "joint_stall":
                 j = names.index(p["joint"])
                 gain[j] = 0.0
@@ -176,6 +212,23 @@ class RealityModel:
             if i not in active:
                 del self._hold_anchor[i]
         self._active_physical = active
+
+    def _place_obstacles(self, active: frozenset[int]) -> None:
+        """Let an obstacle collide once it is clear of the arm.
+
+        Nothing materialises inside a robot: an obstacle whose spot the arm occupies at its
+        start (or touches within ``_OBSTACLE_CLEARANCE_M``) is shown but passed through until
+        the arm has moved away; from then on it is solid.
+        """
+        for i in active:
+            if self._physical[i].kind != "obstacle" or i in self._obstacle_clear:
+                continue
+            # The mocap body moves with the next step: judge from the step after placement.
+            steps = self._obstacle_steps.get(i, 0) + 1
+            self._obstacle_steps[i] = steps
+            if steps >= 2 and self.physics.obstacle_arm_distance_m() > _OBSTACLE_CLEARANCE_M:
+                self._obstacle_clear.add(i)
+                self.physics.set_obstacle_collides(True)
 
     def _apply_push(self, inj: Injection, elapsed_ns: int) -> None:
         p = inj.params

@@ -229,7 +229,9 @@ KINDS: dict[str, KindSpec] = {
     ),
     "obstacle": KindSpec(
         "unauthored",
-        "A box the simulator lacks appears in the workspace (default: across the reach and wipe paths).",
+        "A box the simulator lacks appears in the workspace (default: across the reach and wipe paths). "
+        "If the arm occupies its spot at `start_s` it is shown but turns solid only once the arm is clear "
+        "of it (nothing materialises inside the robot).",
         {
             "position_m": _p((0.47, 0.12, 0.55), "box centre in the world frame, m", _vector3()),
             "half_size_m": _p((0.03, 0.03, 0.15), "box half extents, m", _vector3(positive=True)),

@@ -1,0 +1,110 @@
+"""Truth windows start when an injection changed reality (real MuJoCo, no ROS).
+
+An obstacle does nothing until the arm touches it, and contact kinds nothing until the
+arm is in contact: the stand-in notes when each injection first took effect, publishes
+it on /reality/injections (``effect_start_s``) and the truth of the summary starts there.
+These tests check the note against the physics: before it the stand-in's streams equal
+the simulator's exactly, and they depart right after it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sim_real_bridge.core.summary import TruthCollector
+from sim_real_bridge.sim.physics import ArmPhysics
+from sim_real_bridge.sim.reality import RealityModel
+from sim_real_bridge.sim.robot import SimulatedRobot, run_headless
+from sim_real_bridge.sim.scenario import KINDS, parse_scenario
+from sim_real_bridge.sim.tasks import build_program
+
+S = 1_000_000_000
+
+
+def _scenario(kind: str, start_s: float, end_s: float, duration_s: float, task: str = "wipe",
+              params: dict | None = None):
+    return parse_scenario({
+        "name": f"effect_{kind}", "seed": 3, "duration_s": duration_s, "task": task,
+        "injections": [{"category": KINDS[kind].category, "kind": kind, "start_s": start_s, "end_s": end_s,
+                        "params": params or {}}],
+    })
+
+
+def _run(scenario):
+    """(nominal log, stand-in log, the stand-in's RealityModel) over the scenario."""
+    program = build_program(scenario.task, scenario.duration_s)
+    nominal = run_headless(SimulatedRobot(), program, scenario.duration_s)
+    physics = ArmPhysics()
+    reality = RealityModel(physics, scenario, np.random.default_rng(scenario.seed))
+    real = run_headless(SimulatedRobot(physics, reality=reality), program, scenario.duration_s)
+    return nominal, real, reality
+
+
+def _first_departure_s(nominal, real, atol: float = 1e-6) -> float | None:
+    q_sim = nominal.values["joint_states"]["position"]
+    q_real = real.values["joint_states"]["position"]
+    n = min(len(q_sim), len(q_real))
+    differs = np.nonzero(np.max(np.abs(q_real[:n] - q_sim[:n]), axis=1) > atol)[0]
+    return None if differs.size == 0 else float(real.stamps_ns["joint_states"][differs[0]]) / S
+
+
+@pytest.mark.mujoco
+def test_obstacle_takes_effect_at_the_arms_first_touch_not_when_it_appears():
+    scenario = _scenario("obstacle", 2.0, 6.0, 6.5)
+    nominal, real, reality = _run(scenario)
+    effect_s = reality.effect_start_s(scenario.injections[0])
+    assert effect_s is not None, "the wipe runs into the default obstacle"
+    assert effect_s > scenario.injections[0].start_s + 0.1, "the obstacle appears in free space"
+    departure_s = _first_departure_s(nominal, real)
+    assert departure_s is not None
+    # Reality equals the simulator until the touch and departs within a few samples of it.
+    assert effect_s - 0.002 <= departure_s <= effect_s + 0.05, (effect_s, departure_s)
+
+
+@pytest.mark.mujoco
+def test_obstacle_out_of_reach_never_takes_effect_and_is_no_truth():
+    scenario = _scenario("obstacle", 1.0, 4.0, 4.5, task="reach", params={"position_m": [1.6, 1.6, 0.3]})
+    nominal, real, reality = _run(scenario)
+    assert reality.effect_start_s(scenario.injections[0]) is None
+    assert _first_departure_s(nominal, real) is None
+    labels = TruthCollector()
+    inj = scenario.injections[0]
+    labels.add(4.5, [{"category": inj.category, "kind": inj.kind, "start_s": inj.start_s, "end_s": inj.end_s,
+                      "active": False, "effect_start_s": math.nan}])
+    assert labels.truth(4.5) == []
+    assert labels.without_effect(4.5) == [{"category": "unauthored", "kind": "obstacle", "start_s": 1.0, "end_s": 4.0}]
+
+
+@pytest.mark.mujoco
+def test_free_space_kinds_take_effect_at_their_start():
+    scenario = _scenario("gain", 1.0, 3.0, 3.5, task="reach")
+    _, _, reality = _run(scenario)
+    assert reality.effect_start_s(scenario.injections[0]) == 1.0
+
+
+def _label(start_s: float, end_s: float, effect_s: float | None = None) -> dict:
+    label = {"category": "unauthored", "kind": "obstacle", "start_s": start_s, "end_s": end_s, "active": True}
+    if effect_s is not None:
+        label["effect_start_s"] = effect_s
+    return label
+
+
+def test_truth_starts_at_the_effect_and_keeps_the_injected_start():
+    labels = TruthCollector()
+    labels.add(9.5, [_label(9.0, 22.0, math.nan)])
+    assert labels.truth(9.5) == [], "not yet in effect: no gap yet"
+    labels.add(10.2, [_label(9.0, 22.0, 10.1)])
+    labels.add(10.3, [_label(9.0, 22.0, math.nan)])  # a stale repeat never forgets the effect
+    assert labels.truth(30.0) == [{"category": "unauthored", "kind": "obstacle", "start_s": 10.1, "end_s": 22.0,
+                                   "injected_start_s": 9.0}]
+    assert labels.without_effect(30.0) == []
+
+
+def test_labels_without_effect_field_use_the_scenario_start():
+    labels = TruthCollector()
+    labels.add(5.0, [_label(5.0, 9.0)])
+    assert labels.truth(7.0) == [{"category": "unauthored", "kind": "obstacle", "start_s": 5.0, "end_s": 7.0}]
+    assert labels.without_effect(7.0) == []
