@@ -180,3 +180,21 @@ def test_bench_bag_layout_of_a_simulated_scenario_takes_the_column_path(tmp_path
     assert columns.engine.columns_planned
     assert [e["category"] for e in rows.engine.run_summary()["events"]] == ["human"]
     _assert_same_analysis(columns, rows)
+
+
+def test_recorded_tick_times_are_followed_the_same_way_by_both_paths() -> None:
+    """A live monitor ticks when it can (timer, input arrival, late under load): replay
+    given those times ticks exactly then, column ingest or not."""
+    rng = np.random.default_rng(11)
+    streams = _streams()
+    steps = rng.integers(1_000_000, 40_000_000, 800)
+    steps[300:310] = 400_000_000  # a monitor stalled for 4 s
+    ticks = T0 + np.cumsum(steps)
+    columns = replay_columns(streams, column_ingest=True, tick_times_ns=ticks)
+    rows = replay_columns(streams, column_ingest=False, tick_times_ns=ticks)
+    fixed = replay_columns(streams)
+    assert columns.engine.columns_planned
+    assert {now for now, _ in columns.ticks} <= set(ticks.tolist()) | {columns.last_recv_ns}
+    _assert_same_analysis(columns, rows)
+    # The stall changed the analysis (a skip ahead): recorded ticks are not decoration.
+    assert columns.engine.analysis_count != fixed.engine.analysis_count

@@ -102,3 +102,9 @@ def _wrench_stamped(data: bytes) -> SimpleNamespace:
     fx, fy, fz, tx, ty, tz = _F64x6.unpack_from(data, _HEADER + pos)
     return SimpleNamespace(header=header, wrench=SimpleNamespace(
         force=SimpleNamespace(x=fx, y=fy, z=fz), torque=SimpleNamespace(x=tx, y=ty, z=tz)))
+
+
+def time_message(stamp_ns: int) -> bytes:
+    """A builtin_interfaces/msg/Time serialized as little-endian CDR."""
+    sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
+    return b"\x00\x01\x00\x00" + _STAMP.pack(sec, nanosec)

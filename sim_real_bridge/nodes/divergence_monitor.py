@@ -58,6 +58,9 @@ from sim_real_bridge.ros.filters import message_filters
 from sim_real_bridge.ros.qos import OUTPUT_QOS
 
 NODE_NAME = "divergence_monitor"
+#: Where the input recording keeps the engine's tick times (log time = stamp = now).
+TICKS_TOPIC = "/divergence_monitor/ticks"
+TICKS_TYPE = "builtin_interfaces/msg/Time"
 SUMMARY_FILE = "monitor_summary.json"
 LEVELS = {0: OK, 1: WARN, 2: ERROR, 3: STALE}
 
@@ -99,7 +102,8 @@ NODE_PARAMETERS: dict[str, tuple[Any, str]] = {
     "max_future_s": (5.0, "A stamp this far ahead of the receive time is refused (same clock only)."),
     "stamps_on_node_clock": (True, "Both sides stamp on this node's clock, so future stamps can be checked."),
     "record_inputs_path": ("", "Bag directory to record every input message to, as received (log time = "
-                               "this node's receive time), so replay sees what the monitor saw; empty: off."),
+                               "this node's receive time), and the analysis ticks, so replay repeats this "
+                               "run's analysis; empty: off."),
 }
 
 
@@ -183,6 +187,7 @@ class DivergenceMonitor(Node):
         if param("record_inputs_path"):
             self._inputs_bag = BagWriter(Path(param("record_inputs_path")).expanduser().resolve(), build_typestore())
             self._inputs_bag.open()
+            self._inputs_bag.add_topic(TICKS_TOPIC, TICKS_TYPE)
         self._subscribers = []
         self._drain_sources: list[tuple[Any, Any]] = []
         stale_periods = float(param("stale_periods"))
@@ -406,6 +411,8 @@ class DivergenceMonitor(Node):
 
     def _on_tick(self) -> None:
         now_ns = self._now_ns()
+        if self._inputs_bag is not None:
+            self._record_input(TICKS_TOPIC, now_ns, cdr.time_message(now_ns))
         self._publish_snapshot_notice()
         self._publish(self._engine.tick(now_ns), now_ns)
         if self._capture is not None:
@@ -455,6 +462,8 @@ class DivergenceMonitor(Node):
             return self._output_dir / SUMMARY_FILE
         self._finished = True
         now_ns = self._now_ns()
+        if self._inputs_bag is not None:
+            self._record_input(TICKS_TOPIC, now_ns, cdr.time_message(now_ns))
         out = self._engine.finish(now_ns)
         for record in out.events:
             self._on_event(record, now_ns)

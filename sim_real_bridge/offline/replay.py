@@ -341,6 +341,15 @@ def _read_truth(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns: 
     return collector, scenario
 
 
+def _read_ticks(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns: int | None) -> np.ndarray | None:
+    """The live monitor's tick times, when the bag recorded them (``demo --record``)."""
+    topic = config.ticks_topic
+    if not topic or topic not in bags.topics() or bags.topics()[topic].message_count == 0:
+        return None
+    times = np.array([log_ns for log_ns, _ in bags.iter_messages(topic, start_ns, stop_ns)], dtype=np.int64)
+    return times if times.size else None
+
+
 # --------------------------------------------------------------------------- outputs
 def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world",
                           markers_period_s: float | None = 0.1) -> Path:
@@ -490,10 +499,12 @@ def replay_run(run: RunSpec, config: ReplayConfig, out_dir: Path | str,
                 stop_ns = first + int(config.window_s[1] * 1e9)
             streams, wanted = _read_streams(bags, config, start_ns, stop_ns, warnings)
             truth_collector, scenario = _read_truth(bags, config, start_ns, stop_ns)
+            tick_times = _read_ticks(bags, config, start_ns, stop_ns)
             labels_text = ", ".join(bags.labels)
         outcome = replay_columns(
             streams, config.engine_config(), config.intake, config.tick_period_s,
             1.0 / config.summary_rate_hz, {k: v for k, v in wanted.items()}, on_progress,
+            tick_times_ns=tick_times,
         )
         engine = outcome.engine
         run_summary = engine.run_summary()

@@ -153,6 +153,7 @@ def replay_columns(
     on_progress: Callable[[float], None] | None = None,
     vectorized_intake: bool = True,
     column_ingest: bool = True,
+    tick_times_ns: np.ndarray | None = None,
 ) -> ReplayOutcome:
     """Feed columns to a fresh engine in log-time order, ticking like the live node.
 
@@ -176,6 +177,10 @@ def replay_columns(
         column_ingest: feed the engine whole columns between ticks
             (:meth:`DivergenceEngine.plan_columns`: same engine state at every tick,
             far cheaper) when the streams allow it; else, or with ``False``, row by row.
+        tick_times_ns: the live monitor's own tick times (recorded with its inputs by
+            ``demo --record``): tick exactly then, each after the rows received up to
+            it, instead of every ``tick_period_s``; the replay then repeats the live
+            analysis even where it depended on when the monitor ticked (stalls, load).
 
     Returns:
         ReplayOutcome with non-empty tick outputs as (tick ns, output).
@@ -207,11 +212,14 @@ def replay_columns(
     ids = np.concatenate(id_parts)
     rows = np.concatenate(row_parts)
     order = np.lexsort((rows, ids, recv_all))
+    ticks = None if tick_times_ns is None else np.sort(np.asarray(tick_times_ns, dtype=np.int64))
     if column_ingest and vectorized_intake:
         planned = _plan_columns(engine, config, streams, order, [r.size for r in recv_parts], topic_names)
         if planned is not None:
-            _replay_planned(engine, outcome, planned, recv_all[order], period_ns, summary_ns, on_progress)
+            _replay_planned(engine, outcome, planned, recv_all[order], period_ns, summary_ns, on_progress, ticks)
             return outcome
+    tick_list = None if ticks is None else ticks.tolist()
+    k_tick = 0
     recv_list = recv_all[order].tolist()
     id_list = ids[order].tolist()
     row_list = rows[order].tolist()
@@ -286,11 +294,16 @@ def replay_columns(
     step = max(1, total // 100)
     for n in range(total):
         recv = recv_list[n]
-        if next_tick is None:
-            next_tick = (recv // period_ns + 1) * period_ns
-        while recv >= next_tick:
-            tick(next_tick)
-            next_tick += period_ns
+        if tick_list is not None:
+            while k_tick < len(tick_list) and tick_list[k_tick] < recv:
+                tick(tick_list[k_tick])
+                k_tick += 1
+        else:
+            if next_tick is None:
+                next_tick = (recv // period_ns + 1) * period_ns
+            while recv >= next_tick:
+                tick(next_tick)
+                next_tick += period_ns
         k = id_list[n]
         row = row_list[n]
         problem = feeders[k](row, recv)
@@ -314,6 +327,9 @@ def replay_columns(
     while next_tick is not None and next_tick <= recv_list[-1]:
         tick(next_tick)
         next_tick += period_ns
+    if tick_list is not None:
+        for t in tick_list[k_tick:]:
+            tick(t)
     final = engine.finish()
     if final.joints or final.poses or final.contacts or final.events:
         outcome.ticks.append((recv_list[-1], final))
@@ -406,19 +422,26 @@ def _plan_columns(engine: DivergenceEngine, config: intake.IntakeConfig, streams
 
 def _replay_planned(engine: DivergenceEngine, outcome: ReplayOutcome, problems: dict[str, dict[str, int]],
                     recv_sorted: np.ndarray, period_ns: int, summary_ns: int | None,
-                    on_progress: Callable[[float], None] | None) -> None:
+                    on_progress: Callable[[float], None] | None, ticks: np.ndarray | None = None) -> None:
     """The tick loop of :func:`replay_columns` over planned columns: before each tick,
-    every row received before it; after the last tick, the rest; then finish."""
+    every row received before it (recorded ticks: up to it); after the last tick, the
+    rest; then finish."""
     outcome.problems = problems
     first, last = int(recv_sorted[0]), int(recv_sorted[-1])
     outcome.first_recv_ns, outcome.last_recv_ns = first, last
     next_summary: int | None = None
-    tick_ns = (first // period_ns + 1) * period_ns
-    total = max(1, (last - tick_ns) // period_ns + 1)
+    if ticks is None:
+        start = (first // period_ns + 1) * period_ns
+        schedule = range(start, last + 1, period_ns) if start <= last else range(0)
+        fed_through = 0  # rows received before the tick
+    else:
+        schedule = ticks.tolist()
+        fed_through = 1  # rows received up to the tick
+    total = max(1, len(schedule))
     step = max(1, total // 100)
     n = 0
-    while tick_ns <= last:
-        engine.feed_columns(tick_ns)
+    for tick_ns in schedule:
+        engine.feed_columns(tick_ns + fed_through)
         out = engine.tick(tick_ns)
         if out.joints or out.poses or out.contacts or out.events:
             outcome.ticks.append((tick_ns, out))
@@ -428,7 +451,6 @@ def _replay_planned(engine: DivergenceEngine, outcome: ReplayOutcome, problems: 
             elif tick_ns >= next_summary:
                 outcome.summaries.append(engine.summary(tick_ns))
                 next_summary += summary_ns
-        tick_ns += period_ns
         n += 1
         if on_progress is not None and n % step == 0:
             on_progress(min(1.0, n / total))
