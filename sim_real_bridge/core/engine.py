@@ -39,6 +39,7 @@ the same period as the live node, so replay gives the live run's events.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
@@ -365,6 +366,8 @@ class _PlannedStream:
     clock: "_ClockPlan | None" = None
     side_rows: np.ndarray | None = None  # this stream's rows' positions in the side's feed order
     lists: tuple[list[int], list[int], list[int]] | None = None
+    recv_list: list[int] = field(default_factory=list)
+    refused_list: list[int] = field(default_factory=list)
     fed: int = 0
     refused_fed: int = 0
 
@@ -621,12 +624,16 @@ class _ClockMap:
         self._offsets[0] = int(plan.offsets[hi - 1])
         self._last_recv[0] = int(plan.recv[hi - 1])
         self._delays.extend(plan.delays[lo:hi].tolist())
-        for k, idx in enumerate(plan.rows):
-            a, b = np.searchsorted(idx, [lo, hi]).tolist()
+        if plan.row_lists is None:
+            plan.row_lists = [idx.tolist() for idx in plan.rows]
+        for k, idx_list in enumerate(plan.row_lists):
+            a = bisect_left(idx_list, lo)
+            b = bisect_left(idx_list, hi, a)
             if b <= a:
                 continue
+            idx = plan.rows[k]
             stream = plan.names[k]
-            last = int(idx[b - 1])
+            last = idx_list[b - 1]
             self._epoch[stream] = 0
             self._last_stamp[stream] = (int(plan.stamp[last]), int(plan.recv[last]))
             per_stream = self._stream_delays.get(stream)
@@ -659,13 +666,19 @@ class _ClockPlan:
     names: list[str]
     rows: list[np.ndarray]
     fed: int = 0
+    row_lists: list[list[int]] | None = None
+
+
+def _norm(x: np.ndarray) -> float:
+    """Euclidean norm of a 1-D float array: np.linalg.norm's arithmetic without its overhead."""
+    return math.sqrt(float(x.dot(x)))
 
 
 def _quat_angle(q1: np.ndarray, q2: np.ndarray) -> float:
     """Rotation angle between two unit quaternions (wxyz), radians; NaN if unknown."""
     if not (np.all(np.isfinite(q1)) and np.all(np.isfinite(q2))):
         return float("nan")
-    n1, n2 = np.linalg.norm(q1), np.linalg.norm(q2)
+    n1, n2 = _norm(q1), _norm(q2)
     if n1 == 0 or n2 == 0:
         return float("nan")
     dot = abs(float(np.dot(q1, q2))) / (n1 * n2)
@@ -675,7 +688,7 @@ def _quat_angle(q1: np.ndarray, q2: np.ndarray) -> float:
 def _quat_to_matrix(q: np.ndarray) -> np.ndarray:
     from transforms3d.quaternions import quat2mat
 
-    return quat2mat(q / np.linalg.norm(q))
+    return quat2mat(q / _norm(q))
 
 
 def _point_attr(point: Any, name: str, default: Any = None) -> Any:
@@ -922,7 +935,8 @@ class DivergenceEngine:
                 return False
             if col.stream not in ("joint_states", "wrench", "ee_pose", "object_pose", "command"):
                 raise ConfigError(f"unknown column stream {col.stream!r}")
-            planned.append(_PlannedStream(col, recv))
+            planned.append(_PlannedStream(col, recv, recv_list=recv.tolist(),
+                                          refused_list=np.asarray(col.refused_recv_ns, dtype=np.int64).tolist()))
         for side in SIDES:
             side_cols = [p for p in planned if p.column.side == side and p.column.stream != "command"
                          and p.recv.size]
@@ -990,7 +1004,7 @@ class DivergenceEngine:
     def feed_columns(self, before_recv_ns: int | None = None) -> None:
         """Feed every planned row (and refusal) received before ``before_recv_ns`` (None: all)."""
         planned = self._planned
-        cuts = [p.recv.size if before_recv_ns is None else int(np.searchsorted(p.recv, before_recv_ns, side="left"))
+        cuts = [len(p.recv_list) if before_recv_ns is None else bisect_left(p.recv_list, before_recv_ns, p.fed)
                 for p in planned]
         if self.first_recv_ns is None:
             # The first row fed sets the run clock, as the first on_* call would.
@@ -999,11 +1013,12 @@ class DivergenceEngine:
                 self.first_recv_ns = min(firsts)
         for p, hi in zip(planned, cuts):
             col = p.column
-            refused = np.asarray(col.refused_recv_ns, dtype=np.int64)
-            r_hi = refused.size if before_recv_ns is None else int(np.searchsorted(refused, before_recv_ns, side="left"))
-            for k in range(p.refused_fed, r_hi):
-                self.on_rejected(col.side, col.stream, col.refused_reasons[k])
-            p.refused_fed = max(p.refused_fed, r_hi)
+            if p.refused_list:
+                refused = p.refused_list
+                r_hi = len(refused) if before_recv_ns is None else bisect_left(refused, before_recv_ns, p.refused_fed)
+                for k in range(p.refused_fed, r_hi):
+                    self.on_rejected(col.side, col.stream, col.refused_reasons[k])
+                p.refused_fed = max(p.refused_fed, r_hi)
             lo = p.fed
             if hi <= lo:
                 continue
@@ -1162,7 +1177,7 @@ class DivergenceEngine:
         ee = {s: self._poses[(s, "ee")].sample(t, gap) for s in SIDES}
         obj = {s: self._poses[(s, "object")].sample(t, gap) for s in SIDES}
         ee_err = ee["real"][:3] - ee["sim"][:3]
-        ee_err_norm = float(np.linalg.norm(ee_err)) if np.all(np.isfinite(ee_err)) else float("nan")
+        ee_err_norm = float(_norm(ee_err)) if np.all(np.isfinite(ee_err)) else float("nan")
         win_ns = int(cfg.tip_velocity_window_s * 1e9)
         tip_vel = {}
         for s in SIDES:
@@ -1173,13 +1188,13 @@ class DivergenceEngine:
         obj_tool_err = float("nan")
         real_tool_object_m = float("nan")
         if np.all(np.isfinite(obj["real"][:3])) and np.all(np.isfinite(ee["real"][:3])):
-            real_tool_object_m = float(np.linalg.norm(obj["real"][:3] - ee["real"][:3]))
+            real_tool_object_m = float(_norm(obj["real"][:3] - ee["real"][:3]))
         if np.all(np.isfinite(obj["sim"][:3])) and np.all(np.isfinite(obj["real"][:3])):
-            obj_err = float(np.linalg.norm(obj["real"][:3] - obj["sim"][:3]))
+            obj_err = float(_norm(obj["real"][:3] - obj["sim"][:3]))
             if np.all(np.isfinite(ee["sim"][:3])) and np.all(np.isfinite(ee["real"][:3])):
                 obj_tool_err = abs(
-                    float(np.linalg.norm(obj["real"][:3] - ee["real"][:3]))
-                    - float(np.linalg.norm(obj["sim"][:3] - ee["sim"][:3]))
+                    float(_norm(obj["real"][:3] - ee["real"][:3]))
+                    - float(_norm(obj["sim"][:3] - ee["sim"][:3]))
                 )
 
         # wrench: window means (contact chatters sample to sample), in the world frame
@@ -1189,7 +1204,7 @@ class DivergenceEngine:
         wrench_valid = bool(np.all(np.isfinite(sim_w)) and np.all(np.isfinite(real_w)))
         world = {}
         rots = {side: ee[side][3:] for side in SIDES}
-        ok = {side: bool(np.all(np.isfinite(r)) and np.linalg.norm(r) > 0) for side, r in rots.items()}
+        ok = {side: bool(np.all(np.isfinite(r)) and _norm(r) > 0) for side, r in rots.items()}
         for side, w in (("sim", sim_w), ("real", real_w)):
             # Both forces go to the world frame, or neither: with one side's pose missing (late),
             # the other's orientation stands in (the arms agree closely; a disagreement shows
@@ -1204,7 +1219,7 @@ class DivergenceEngine:
         if np.all(np.isfinite(world["sim"])):
             if self._tool_weight[frame] is None:
                 self._tool_weight[frame] = world["sim"].copy()
-            elif np.linalg.norm(world["sim"] - self._tool_weight[frame]) < cfg.contact_release_n:
+            elif _norm(world["sim"] - self._tool_weight[frame]) < cfg.contact_release_n:
                 a = min(1.0, dt_s / cfg.tool_weight_tau_s)
                 self._tool_weight[frame] = (1 - a) * self._tool_weight[frame] + a * world["sim"]
         base = self._tool_weight[frame] if self._tool_weight[frame] is not None else np.zeros(3)
@@ -1212,7 +1227,7 @@ class DivergenceEngine:
         for side in SIDES:
             fw = world[side]
             if np.all(np.isfinite(fw)):
-                fn = float(np.linalg.norm(fw - base))
+                fn = float(_norm(fw - base))
                 contact_force[side] = fn
                 if self._contact[side]:
                     self._contact[side] = fn > cfg.contact_release_n
@@ -1230,7 +1245,7 @@ class DivergenceEngine:
         if np.all(np.isfinite(obj["sim"][:3])):
             past = self._poses[("sim", "object")].sample(t - int(cfg.object_velocity_window_s * 1e9), gap)[:3]
             if np.all(np.isfinite(past)):
-                sim_obj_speed = float(np.linalg.norm(obj["sim"][:3] - past)) / cfg.object_velocity_window_s
+                sim_obj_speed = float(_norm(obj["sim"][:3] - past)) / cfg.object_velocity_window_s
         if np.isfinite(obj_err):
             err_vec = obj["real"][:3] - obj["sim"][:3]
             self._obj_hist.append((t, err_vec))
@@ -1239,12 +1254,12 @@ class DivergenceEngine:
                 self._obj_hist.popleft()
             t_old, e_old = self._obj_hist[0]
             if t - t_old >= lag_ns // 2:
-                obj_speed = float(np.linalg.norm(err_vec - e_old)) / ((t - t_old) * 1e-9)
+                obj_speed = float(_norm(err_vec - e_old)) / ((t - t_old) * 1e-9)
             # How far the object wandered on its own (nothing the sim models touching it).
             if obj_err < cfg.attribution.object_error_m:
                 self._obj_free_drift_m = 0.0
             elif not sim_contact_recent and self._obj_last_err is not None:
-                self._obj_free_drift_m += float(np.linalg.norm(err_vec - self._obj_last_err))
+                self._obj_free_drift_m += float(_norm(err_vec - self._obj_last_err))
             self._obj_last_err = err_vec
         else:
             self._obj_hist.clear()
@@ -1325,8 +1340,8 @@ class DivergenceEngine:
             q_residual_rad=q_res,
             joint_residual_rad=joint_residual,
             effort_residual=effort_residual,
-            force_residual_n=float(np.linalg.norm(self._force_res)),
-            torque_residual_nm=float(np.linalg.norm(self._torque_res)),
+            force_residual_n=float(_norm(self._force_res)),
+            torque_residual_nm=float(_norm(self._torque_res)),
             sim_force_n=contact_force.get("sim", 0.0),
             external_force_n=self._ext_force.copy(),
             wrench_valid=wrench_valid,
@@ -1365,7 +1380,7 @@ class DivergenceEngine:
             self._pending.events.append(rec)
 
         # ledger and run statistics
-        force_norm = float(np.linalg.norm(force_res_vec)) if wrench_valid else float("nan")
+        force_norm = float(_norm(force_res_vec)) if wrench_valid else float("nan")
         energy = residual_energy(q_res if joints_valid else np.zeros(0), force_norm,
                                  cfg.ledger_q_scale_rad, cfg.ledger_force_scale_n)
         self._ledger.add(t, verdict.top, energy)
@@ -1405,8 +1420,8 @@ class DivergenceEngine:
                     stamp_ns=t, sim_force_n=sim_w[:3].copy(), sim_torque_nm=sim_w[3:].copy(),
                     real_force_n=real_w[:3].copy(), real_torque_nm=real_w[3:].copy(),
                     residual_force_n=real_w[:3] - sim_w[:3], residual_torque_nm=torque_res_vec.copy(),
-                    force_residual_norm_n=float(np.linalg.norm(real_w[:3] - sim_w[:3])),
-                    torque_residual_norm_nm=float(np.linalg.norm(torque_res_vec)),
+                    force_residual_norm_n=float(_norm(real_w[:3] - sim_w[:3])),
+                    torque_residual_norm_nm=float(_norm(torque_res_vec)),
                     sim_contact_phase=PHASE_CONTACT if self._contact["sim"] else PHASE_FREE,
                     real_contact_phase=PHASE_CONTACT if self._contact["real"] else PHASE_FREE,
                 ))

@@ -427,6 +427,7 @@ def _replay_planned(engine: DivergenceEngine, outcome: ReplayOutcome, problems: 
     every row received before it (recorded ticks: up to it); after the last tick, the
     rest; then finish."""
     outcome.problems = problems
+    outcome.message_count = int(recv_sorted.size)
     first, last = int(recv_sorted[0]), int(recv_sorted[-1])
     outcome.first_recv_ns, outcome.last_recv_ns = first, last
     next_summary: int | None = None
