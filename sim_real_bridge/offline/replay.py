@@ -361,6 +361,7 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
     """
     from sim_real_bridge.capture.bag_writer import BagWriter
     from sim_real_bridge.capture.typestore import build_typestore
+    from sim_real_bridge.conversions import cdr
     from sim_real_bridge.conversions import divergence_msgs as convert
     from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN
 
@@ -387,16 +388,14 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
                 msg = convert.divergence_summary_msg(srb, key_value, rec)
                 bag.write("/divergence/summary", rec.stamp_ns, ser(msg, DIVERGENCE_TOPICS["/divergence/summary"]))
                 s_index += 1
+            # The high-rate records go straight to CDR (same bytes as the message path).
             for rec in out.joints:
-                bag.write("/divergence/joints", now,
-                          ser(convert.joint_divergence_msg(srb, rec), DIVERGENCE_TOPICS["/divergence/joints"]))
+                bag.write("/divergence/joints", now, cdr.joint_divergence_cdr(rec))
             for rec in out.poses:
                 latest_pose = rec
-                bag.write("/divergence/pose", now, ser(convert.pose_divergence_msg(srb, rec, pose_frame_id),
-                                                       DIVERGENCE_TOPICS["/divergence/pose"]))
+                bag.write("/divergence/pose", now, cdr.pose_divergence_cdr(rec, pose_frame_id))
             for rec in out.contacts:
-                bag.write("/divergence/contact", now,
-                          ser(convert.contact_residual_msg(srb, rec), DIVERGENCE_TOPICS["/divergence/contact"]))
+                bag.write("/divergence/contact", now, cdr.contact_residual_cdr(rec))
             for rec in out.events:
                 if rec.action == ACTION_OPEN:
                     open_categories[rec.id] = rec.category
