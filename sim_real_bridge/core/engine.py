@@ -443,20 +443,22 @@ class _Series:
             return np.full(self.width, np.nan)
         return self.values[lo:hi].mean(axis=0)
 
-    def sample(self, t_ns: np.ndarray | int, max_gap_ns: int) -> np.ndarray:
+    def sample(self, t_ns: np.ndarray | int, max_gap_ns: int, cols: int | None = None) -> np.ndarray:
         """Linear interpolation at times t (scalar or (m,)); NaN rows where unbracketed or gapped.
 
-        A time up to max_gap_ns past the newest sample holds the newest value.
+        A time up to max_gap_ns past the newest sample holds the newest value. ``cols``
+        limits an array query to the first columns.
         """
         scalar = np.ndim(t_ns) == 0
         if scalar:
             return self._sample_one(int(t_ns), max_gap_ns)
         tq = np.atleast_1d(np.asarray(t_ns, dtype=np.int64))
-        out = np.full((tq.size, self.width), np.nan)
+        width = self.width if cols is None else min(cols, self.width)
+        out = np.full((tq.size, width), np.nan)
         times = self.times
         if times.size == 0:
             return out[0] if scalar else out
-        vals = self.values
+        vals = self.values if cols is None else self.values[:, :width]
         idx = np.searchsorted(times, tq, side="right")
         hi = np.clip(idx, 0, times.size - 1)
         lo = np.clip(idx - 1, 0, times.size - 1)
@@ -767,6 +769,8 @@ class DivergenceEngine:
         self._fit: DelayFit | None = None
         self._last_fit_ns: int | None = None
         self._fit_delays: list[float] = []
+        self._latency_cache: tuple[int, tuple[float, float]] | None = None
+        self._fit_count = 0
         self._next_pose_ns: int | None = None
         self._next_contact_ns: int | None = None
         # run statistics
@@ -1474,7 +1478,7 @@ class DivergenceEngine:
         delays = np.arange(0.0, cfg.fit_max_delay_s + 1e-12, cfg.fit_delay_step_s)
         d_ns = (delays * 1e9).astype(np.int64)
         query = (times[None, :] - d_ns[:, None]).ravel()
-        sim = self._joints["sim"].sample(query, self._max_gap_ns)[:, :j].reshape(len(delays), n, j)
+        sim = self._joints["sim"].sample(query, self._max_gap_ns, cols=j).reshape(len(delays), n, j)
         ok = np.all(np.isfinite(real), axis=1) & np.all(np.isfinite(sim), axis=(0, 2))
         if not ok.all():
             # Samples lost on the way (a loaded monitor's queue) leave holes: fit on the rest
@@ -1505,6 +1509,7 @@ class DivergenceEngine:
             return DelayFit(0.0, 1.0, explained, math.sqrt(sst / r0.size), math.sqrt(max(0.0, total[best]) / r0.size),
                             friction_explained)
         self._fit_delays.append(float(delays[best]))
+        self._fit_count += 1
         if len(self._fit_delays) > 2000:
             del self._fit_delays[:1000]
         return DelayFit(float(delays[best]), gain, explained, math.sqrt(sst / r0.size),
@@ -1531,8 +1536,11 @@ class DivergenceEngine:
     def _latency(self) -> tuple[float, float]:
         if not self._fit_delays:
             return 0.0, 0.0
-        arr = np.asarray(self._fit_delays)
-        return float(np.median(arr)), float(np.std(arr))
+        # Asked at every analysis time; the delays change only when a fit adds one.
+        if self._latency_cache is None or self._latency_cache[0] != self._fit_count:
+            arr = np.asarray(self._fit_delays)
+            self._latency_cache = (self._fit_count, (float(np.median(arr)), float(np.std(arr))))
+        return self._latency_cache[1]
 
     def _offset(self) -> tuple[float, float]:
         sim, real = self._clock["sim"], self._clock["real"]
