@@ -678,7 +678,7 @@ def _norm(x: np.ndarray) -> float:
 
 def _quat_angle(q1: np.ndarray, q2: np.ndarray) -> float:
     """Rotation angle between two unit quaternions (wxyz), radians; NaN if unknown."""
-    if not (np.all(np.isfinite(q1)) and np.all(np.isfinite(q2))):
+    if not (np.isfinite(q1).all() and np.isfinite(q2).all()):
         return float("nan")
     n1, n2 = _norm(q1), _norm(q2)
     if n1 == 0 or n2 == 0:
@@ -1170,7 +1170,7 @@ class DivergenceEngine:
         gap = self._max_gap_ns
         sim_row = self._joints["sim"].sample(t, gap)
         real_row = self._joints["real"].sample(t, gap)
-        joints_valid = bool(np.all(np.isfinite(sim_row[:j])) and np.all(np.isfinite(real_row[:j])))
+        joints_valid = bool(np.isfinite(sim_row[:j]).all() and np.isfinite(real_row[:j]).all())
         res = real_row - sim_row
         q_res = res[:j]
         qd_res = res[j:2 * j]
@@ -1181,21 +1181,21 @@ class DivergenceEngine:
         ee = {s: self._poses[(s, "ee")].sample(t, gap) for s in SIDES}
         obj = {s: self._poses[(s, "object")].sample(t, gap) for s in SIDES}
         ee_err = ee["real"][:3] - ee["sim"][:3]
-        ee_err_norm = float(_norm(ee_err)) if np.all(np.isfinite(ee_err)) else float("nan")
+        ee_err_norm = float(_norm(ee_err)) if np.isfinite(ee_err).all() else float("nan")
         win_ns = int(cfg.tip_velocity_window_s * 1e9)
         tip_vel = {}
         for s in SIDES:
             past = self._poses[(s, "ee")].sample(t - win_ns, gap)[:3]
             v = (ee[s][:3] - past) / cfg.tip_velocity_window_s
-            tip_vel[s] = v if np.all(np.isfinite(v)) else np.zeros(3)
+            tip_vel[s] = v if np.isfinite(v).all() else np.zeros(3)
         obj_err = float("nan")
         obj_tool_err = float("nan")
         real_tool_object_m = float("nan")
-        if np.all(np.isfinite(obj["real"][:3])) and np.all(np.isfinite(ee["real"][:3])):
+        if np.isfinite(obj["real"][:3]).all() and np.isfinite(ee["real"][:3]).all():
             real_tool_object_m = float(_norm(obj["real"][:3] - ee["real"][:3]))
-        if np.all(np.isfinite(obj["sim"][:3])) and np.all(np.isfinite(obj["real"][:3])):
+        if np.isfinite(obj["sim"][:3]).all() and np.isfinite(obj["real"][:3]).all():
             obj_err = float(_norm(obj["real"][:3] - obj["sim"][:3]))
-            if np.all(np.isfinite(ee["sim"][:3])) and np.all(np.isfinite(ee["real"][:3])):
+            if np.isfinite(ee["sim"][:3]).all() and np.isfinite(ee["real"][:3]).all():
                 obj_tool_err = abs(
                     float(_norm(obj["real"][:3] - ee["real"][:3]))
                     - float(_norm(obj["sim"][:3] - ee["sim"][:3]))
@@ -1205,22 +1205,22 @@ class DivergenceEngine:
         win_w_ns = int(cfg.wrench_window_s * 1e9)
         sim_w = self._wrench["sim"].window_mean(t - win_w_ns, t)
         real_w = self._wrench["real"].window_mean(t - win_w_ns, t)
-        wrench_valid = bool(np.all(np.isfinite(sim_w)) and np.all(np.isfinite(real_w)))
+        wrench_valid = bool(np.isfinite(sim_w).all() and np.isfinite(real_w).all())
         world = {}
         rots = {side: ee[side][3:] for side in SIDES}
-        ok = {side: bool(np.all(np.isfinite(r)) and _norm(r) > 0) for side, r in rots.items()}
+        ok = {side: bool(np.isfinite(r).all() and _norm(r) > 0) for side, r in rots.items()}
         for side, w in (("sim", sim_w), ("real", real_w)):
             # Both forces go to the world frame, or neither: with one side's pose missing (late),
             # the other's orientation stands in (the arms agree closely; a disagreement shows
             # in the joints), so a frame mix-up never reads as a force residual.
             rot = rots[side] if ok[side] else rots["real" if side == "sim" else "sim"]
-            if (ok["sim"] or ok["real"]) and np.all(np.isfinite(w[:3])):
+            if (ok["sim"] or ok["real"]) and np.isfinite(w[:3]).all():
                 world[side] = _quat_to_matrix(rot) @ w[:3]
             else:
                 world[side] = w[:3].copy()
         # Without any orientation both stay in the sensor frame, with a tool weight of its own.
         frame = "world" if ok["sim"] or ok["real"] else "sensor"
-        if np.all(np.isfinite(world["sim"])):
+        if np.isfinite(world["sim"]).all():
             if self._tool_weight[frame] is None:
                 self._tool_weight[frame] = world["sim"].copy()
             elif _norm(world["sim"] - self._tool_weight[frame]) < cfg.contact_release_n:
@@ -1230,7 +1230,7 @@ class DivergenceEngine:
         contact_force = {}
         for side in SIDES:
             fw = world[side]
-            if np.all(np.isfinite(fw)):
+            if np.isfinite(fw).all():
                 fn = float(_norm(fw - base))
                 contact_force[side] = fn
                 if self._contact[side]:
@@ -1246,9 +1246,9 @@ class DivergenceEngine:
         # object creeping away from where the sim has it (relative velocity of the error)
         obj_speed = float("nan")
         sim_obj_speed = float("nan")
-        if np.all(np.isfinite(obj["sim"][:3])):
+        if np.isfinite(obj["sim"][:3]).all():
             past = self._poses[("sim", "object")].sample(t - int(cfg.object_velocity_window_s * 1e9), gap)[:3]
-            if np.all(np.isfinite(past)):
+            if np.isfinite(past).all():
                 sim_obj_speed = float(_norm(obj["sim"][:3] - past)) / cfg.object_velocity_window_s
         if np.isfinite(obj_err):
             err_vec = obj["real"][:3] - obj["sim"][:3]
@@ -1431,8 +1431,8 @@ class DivergenceEngine:
                 ))
         if self._next_pose_ns is None or t >= self._next_pose_ns:
             self._next_pose_ns = t + int(round(1e9 / cfg.pose_rate_hz))
-            if np.all(np.isfinite(ee["sim"])) and np.all(np.isfinite(ee["real"])):
-                has_obj = bool(np.all(np.isfinite(obj["sim"])) and np.all(np.isfinite(obj["real"])))
+            if np.isfinite(ee["sim"]).all() and np.isfinite(ee["real"]).all():
+                has_obj = bool(np.isfinite(obj["sim"]).all() and np.isfinite(obj["real"]).all())
                 rec = PoseDivergenceRecord(
                     stamp_ns=t, sim_ee_position_m=ee["sim"][:3].copy(), sim_ee_orientation_wxyz=ee["sim"][3:].copy(),
                     real_ee_position_m=ee["real"][:3].copy(), real_ee_orientation_wxyz=ee["real"][3:].copy(),
@@ -1519,7 +1519,7 @@ class DivergenceEngine:
         """Share of the effort residual a joint friction model (Coulomb + viscous, no offset) explains."""
         qd = sim_full[:, j:2 * j]
         eff = real_full[:, 2 * j:] - sim_full[:, 2 * j:]
-        if not (np.all(np.isfinite(qd)) and np.all(np.isfinite(eff))):
+        if not (np.isfinite(qd).all() and np.isfinite(eff).all()):
             return 0.0
         total = float(np.sum(eff ** 2))
         if total <= 0:
