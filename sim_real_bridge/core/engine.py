@@ -373,11 +373,38 @@ class _PlannedStream:
 
 
 # --------------------------------------------------------------------------- helpers
+@dataclass
+class _GridCache:
+    """What ``_Series.sample`` and ``window_mean`` give at every grid time from the whole
+    planned stream, with the rows that must be visible for the answer to be the same.
+
+    A query at grid time k is served when rows ``need[k] - 1`` and ``first[k]`` are
+    visible (``first[k] >= start`` and ``need[k] <= n``): then the visible rows
+    bracket it exactly as the whole stream does.
+    """
+
+    t0_ns: int
+    step_ns: int
+    max_gap_ns: int
+    need: np.ndarray
+    first: np.ndarray
+    values: np.ndarray
+    window_ns: int | None = None
+    w_need: np.ndarray | None = None
+    w_first: np.ndarray | None = None
+    w_values: np.ndarray | None = None
+
+
+#: Largest grid a planned series caches (rows); longer recordings sample live.
+MAX_GRID_ROWS = 4_000_000
+
+
 class _Series:
     """Time-sorted samples of one stream (monitor-time ns, float rows), bounded by age."""
 
     def __init__(self, width: int) -> None:
         self.width = width
+        self._grid: _GridCache | None = None
         self.t = np.zeros(0, dtype=np.int64)
         self.v = np.zeros((0, width))
         self._buf_t = np.zeros(256, dtype=np.int64)
@@ -414,6 +441,54 @@ class _Series:
         self._buf_v = np.ascontiguousarray(values, dtype=float)
         self._n = self._start = 0
 
+    def plan_grid(self, step_ns: int, max_gap_ns: int, window_ns: int | None = None) -> None:
+        """Precompute ``sample`` (and ``window_mean`` over ``window_ns``) at every multiple
+        of step_ns over the loaded stream, with the same arithmetic as the live path."""
+        times, vals = self._buf_t, self._buf_v
+        size = times.size
+        if size == 0 or step_ns <= 0:
+            return
+        t0 = (int(times[0]) // step_ns) * step_ns
+        count = (int(times[-1]) - t0) // step_ns + 2
+        if count > MAX_GRID_ROWS:
+            return
+        q = t0 + np.arange(count, dtype=np.int64) * step_ns
+        idx = np.searchsorted(times, q, side="right")
+        lo = np.clip(idx - 1, 0, size - 1)
+        hi = np.clip(idx, 0, size - 1)
+        exact = (idx > 0) & (times[lo] == q)
+        inside = ~exact & (idx > 0) & (idx < size)
+        span = (times[hi] - times[lo]).astype(float)
+        w = np.where(span > 0, (q - times[lo]) / np.where(span > 0, span, 1.0), 0.0)
+        out = np.full((count, self.width), np.nan)
+        interp = vals[lo] * (1 - w)[:, None] + vals[hi] * w[:, None]
+        ok = inside & (span <= max_gap_ns)
+        out[ok] = interp[ok]
+        out[exact] = vals[lo][exact]
+        big = np.iinfo(np.int64).max
+        need = np.where(exact, idx, np.where(inside, idx + 1, big))
+        cache = _GridCache(t0, step_ns, max_gap_ns, need, idx - 1, out)
+        if window_ns is not None:
+            first = np.searchsorted(times, q - window_ns, side="right")
+            has = idx > first
+            means = np.full((count, self.width), np.nan)
+            # The live mean's own reduction, per window (reduceat or cumsums round differently).
+            for k in np.flatnonzero(has).tolist():
+                means[k] = vals[first[k]:idx[k]].mean(axis=0)
+            cache.window_ns = int(window_ns)
+            cache.w_need, cache.w_first = idx, first
+            cache.w_values = means
+        self._grid = cache
+
+    def _grid_row(self, t_ns: int, max_gap_ns: int) -> np.ndarray | None:
+        g = self._grid
+        if g is None or max_gap_ns != g.max_gap_ns:
+            return None
+        k, r = divmod(t_ns - g.t0_ns, g.step_ns)
+        if r or k < 0 or k >= g.need.size or g.need[k] > self._n or g.first[k] < self._start:
+            return None
+        return g.values[k].copy()
+
     def reveal(self, n: int) -> None:
         """Make the first n planned rows visible (as if added one by one)."""
         self._n = n
@@ -436,6 +511,11 @@ class _Series:
 
     def window_mean(self, start_ns: int, end_ns: int) -> np.ndarray:
         """Mean of the samples with start_ns < t <= end_ns; NaN row when there are none."""
+        g = self._grid
+        if g is not None and g.window_ns == end_ns - start_ns and g.w_values is not None:
+            k, r = divmod(end_ns - g.t0_ns, g.step_ns)
+            if not r and 0 <= k < g.need.size and g.w_need[k] <= self._n and g.w_first[k] >= self._start:
+                return g.w_values[k].copy()
         times = self.times
         lo = int(np.searchsorted(times, start_ns, side="right"))
         hi = int(np.searchsorted(times, end_ns, side="right"))
@@ -454,6 +534,12 @@ class _Series:
             return self._sample_one(int(t_ns), max_gap_ns)
         tq = np.atleast_1d(np.asarray(t_ns, dtype=np.int64))
         width = self.width if cols is None else min(cols, self.width)
+        g = self._grid
+        if g is not None and max_gap_ns == g.max_gap_ns and tq.size:
+            k, r = np.divmod(tq - g.t0_ns, g.step_ns)
+            if not r.any() and k.min() >= 0 and k.max() < g.need.size:
+                if g.need[k].max() <= self._n and g.first[k].min() >= self._start:
+                    return g.values[k, :width]
         out = np.full((tq.size, width), np.nan)
         times = self.times
         if times.size == 0:
@@ -478,6 +564,9 @@ class _Series:
 
     def _sample_one(self, t_ns: int, max_gap_ns: int) -> np.ndarray:
         """``sample`` at one time (same arithmetic, without the array machinery)."""
+        cached = self._grid_row(t_ns, max_gap_ns) if self._grid is not None else None
+        if cached is not None:
+            return cached
         start, n = self._start, self._n
         size = n - start
         if size == 0:
@@ -929,6 +1018,10 @@ class DivergenceEngine:
                                     for c in joint_streams):
             return False
         first = min(joint_streams, key=lambda c: int(c.seq[0]))
+        # Joints are sampled on the grid and, by the fit, at the fit's delays before it.
+        fit_delays_ns = (np.arange(0.0, self.config.fit_max_delay_s + 1e-12, self.config.fit_delay_step_s)
+                         * 1e9).astype(np.int64)
+        step_ns = math.gcd(self._dt_ns, *[int(d) for d in fit_delays_ns])
         names = tuple(str(x) for x in first.names)
         j = len(names)
         planned: list[_PlannedStream] = []
@@ -979,6 +1072,8 @@ class DivergenceEngine:
                     p.health_width = 6
                 p.series = _Series(values.shape[1])
                 p.series.load(mapped, values)
+                p.series.plan_grid(step_ns if col.stream == "joint_states" else self._dt_ns, self._max_gap_ns,
+                                   int(self.config.wrench_window_s * 1e9) if col.stream == "wrench" else None)
                 if p.health_width:
                     p.marks = plan_marks(self.config.features, values[:, :p.health_width])
                 p.lists = (np.asarray(col.stamp_ns, dtype=np.int64).tolist(), p.recv.tolist(), mapped.tolist())
