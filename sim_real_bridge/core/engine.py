@@ -1254,7 +1254,9 @@ class DivergenceEngine:
         alpha = min(1.0, dt_s / self.config.smooth_tau_s)
         if prev is None:
             return value
-        return np.where(np.isfinite(value), (1 - alpha) * prev + alpha * np.nan_to_num(value), prev)
+        finite = np.isfinite(value)
+        # Non-finite entries keep prev, so zeroing them (not nan_to_num) changes no result.
+        return np.where(finite, (1 - alpha) * prev + alpha * np.where(finite, value, 0.0), prev)
 
     # ------------------------------------------------------------------ analysis
     def _analyse(self, t: int) -> None:
