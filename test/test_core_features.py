@@ -70,6 +70,24 @@ def test_open_gap_needs_receive_silence_of_the_stream_and_not_of_its_twin() -> N
     assert not flag(real, "dropout", t + 40 * PERIOD, now_ns=t + 40 * PERIOD, twin=quiet).active
 
 
+def test_a_silence_the_whole_side_shares_waits_for_side_silence_s() -> None:
+    cfg = FeatureConfig(warmup_s=0.1, side_silence_s=1.0)
+    real, sim = StreamHealth(cfg, "real/joint_states"), StreamHealth(cfg, "sim/joint_states")
+    sibling = StreamHealth(cfg, "real/wrench")
+    feed(real, 600)
+    feed(sim, 1200)
+    feed(sibling, 600)  # the whole real side stops at sample 599 (a stalled driver or host)
+    t = 700 * PERIOD  # 0.2 s of silence
+    assert not flag(real, "dropout", t, now_ns=t + MS, twin=sim, siblings=[sibling]).active
+    t = 1150 * PERIOD  # 1.1 s of silence
+    assert flag(real, "dropout", t, now_ns=t + MS, twin=sim, siblings=[sibling]).active
+    # One stream silent while its sibling flows is a dropout after dropout_periods.
+    flowing = StreamHealth(cfg, "real/wrench")
+    feed(flowing, 1200)
+    t = 700 * PERIOD
+    assert flag(real, "dropout", t, now_ns=t + MS, twin=sim, siblings=[flowing]).active
+
+
 def test_open_gap_waits_for_warmup_and_for_the_learned_delivery_bursts() -> None:
     h = StreamHealth(FeatureConfig(warmup_s=2.0), "s")
     feed(h, 600)

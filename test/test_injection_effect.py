@@ -108,3 +108,21 @@ def test_labels_without_effect_field_use_the_scenario_start():
     labels.add(5.0, [_label(5.0, 9.0)])
     assert labels.truth(7.0) == [{"category": "unauthored", "kind": "obstacle", "start_s": 5.0, "end_s": 7.0}]
     assert labels.without_effect(7.0) == []
+
+
+@pytest.mark.mujoco
+def test_obstacle_placed_inside_the_arm_turns_solid_only_once_clear():
+    # Put the box around the tool at the moment it appears: nothing materialises inside a robot.
+    program_s = 5.0
+    nominal = run_headless(SimulatedRobot(), build_program("reach", program_s), program_s)
+    stamps = nominal.stamps_ns["ee_pose"]
+    at = int(np.searchsorted(stamps, int(1.0 * S)))
+    tool_m = [float(x) for x in nominal.values["ee_pose"]["position"][at]]
+    scenario = _scenario("obstacle", 1.0, 4.5, program_s, task="reach",
+                         params={"position_m": tool_m, "half_size_m": [0.05, 0.05, 0.05]})
+    _, real, reality = _run(scenario)
+    departure_s = _first_departure_s(nominal, real)
+    effect_s = reality.effect_start_s(scenario.injections[0])
+    assert departure_s is None or departure_s > 1.05, "the box kicked the arm when it appeared"
+    if effect_s is not None:
+        assert effect_s > 1.05 and departure_s is not None and departure_s >= effect_s - 0.002

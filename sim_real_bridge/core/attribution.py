@@ -132,7 +132,7 @@ class AttributionConfig:
     obstacle_ee_error_m: float = 0.012
     blocked_speed_ratio: float = 0.3
     stall_min_s: float = 0.2
-    object_error_m: float = 0.003
+    object_error_m: float = 0.0015
     object_slip_speed_m_s: float = 0.004
     object_drift_m: float = 0.004
     object_touch_m: float = 0.085

@@ -1424,8 +1424,10 @@ class DivergenceEngine:
             if h.sample_count == 0:
                 continue
             twin = self._health[("sim", topic)]
+            siblings = [self._health[("real", other)] for other in ("joint_states", "wrench")
+                        if other != topic and self._health[("real", other)].sample_count]
             for fl in h.flags(t, other_moving=other_moving.get(topic, True), now_ns=self._last_tick_ns,
-                              twin=twin if twin.sample_count else None):
+                              twin=twin if twin.sample_count else None, siblings=siblings):
                 if fl.active:
                     fl.evidence = {"stream": f"real/{topic}", **fl.evidence}
                 flags.append(fl)

@@ -29,7 +29,7 @@ Trackers keep bounded history and never read a clock: every input carries its ti
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,6 +59,10 @@ class FeatureConfig:
         burst_memory_s: half-life of the learned delivery silence: a stream that was
             silent for a while and then delivered contiguous stamps was late (backlog),
             not missing; an open gap is a dropout only when longer than such silences.
+        side_silence_s: a silence every stream of the side shares (the robot's driver, its
+            host or the network stalled; it may yet deliver late) is a dropout only once
+            it lasts this long; one stream silent while its siblings flow is a dropout
+            after ``dropout_periods``.
     """
 
     dropout_periods: float = 5.0
@@ -73,11 +77,12 @@ class FeatureConfig:
     history_s: float = 5.0
     warmup_s: float = 2.0
     burst_memory_s: float = 10.0
+    side_silence_s: float = 1.5
 
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid field."""
         for name in ("dropout_periods", "min_period_s", "jitter_mad_ratio", "flag_hold_s", "history_s", "warmup_s",
-                     "burst_memory_s"):
+                     "burst_memory_s", "side_silence_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"FeatureConfig.{name} must be > 0, got {getattr(self, name)}")
         for name in ("period_window", "frozen_samples", "jitter_window", "saturation_samples"):
@@ -242,7 +247,8 @@ class StreamHealth:
         return self._last_time_ns
 
     def flags(
-        self, t_ns: int, other_moving: bool = True, now_ns: int | None = None, twin: "StreamHealth | None" = None
+        self, t_ns: int, other_moving: bool = True, now_ns: int | None = None, twin: "StreamHealth | None" = None,
+        siblings: "Sequence[StreamHealth]" = (),
     ) -> list[HealthFlag]:
         """Return the flags of every detector at analysis time t_ns.
 
@@ -255,6 +261,8 @@ class StreamHealth:
                 backlogged stream still delivers; a dropped one is silent).
             twin: the same stream of the other side. A gap the twin shares (or a silence
                 it shares) is lost on the way to the monitor, not by the sensor.
+            siblings: the other streams of the same side. A silence they all share is
+                judged against ``side_silence_s`` (see FeatureConfig).
         """
         cfg = self.config
         hold_ns = int(cfg.flag_hold_s * 1e9)
@@ -282,6 +290,9 @@ class StreamHealth:
                 if twin is not None and twin._last_recv_ns is not None:
                     if (now_ns - twin._last_recv_ns) * 1e-9 > limit_s:
                         silent_s = 0.0  # the twin is silent too: nothing reaches the monitor
+                if siblings and all(sib._last_recv_ns is not None and (now_ns - sib._last_recv_ns) * 1e-9 > limit_s
+                                    for sib in siblings):
+                    limit_s = max(limit_s, cfg.side_silence_s)
             if min(open_gap_s, silent_s) > limit_s:
                 dropout.active = True
                 dropout.severity = max(dropout.severity, _clip01(open_gap_s / (10 * cfg.dropout_periods * period)))
