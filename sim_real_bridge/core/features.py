@@ -472,39 +472,53 @@ def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stam
     if hi <= lo:
         return
     cfg = health.config
-    dropout = cfg.dropout_periods
+    dropout, min_period, memory_s = cfg.dropout_periods, cfg.min_period_s, cfg.burst_memory_s
     stamp_iv, intervals, delays, gaps = health._stamp_intervals_s, health._intervals_s, health._delays_s, health._gaps
+    # The tracker's state in locals (written back below): this loop runs per sample.
+    last_stamp, last_recv, last_time = health._last_stamp_ns, health._last_recv_ns, health._last_time_ns
+    cache, since = health._period_cache, health._since_period
+    burst_ns, burst_at = health._burst_silence_ns, health._burst_at_ns
     for i in range(lo, hi):
         stamp, recv, t = stamps[i], recvs[i], times[i]
-        last_stamp = health._last_stamp_ns
         if last_stamp is not None:
             ds = (stamp - last_stamp) * 1e-9
             stamp_iv.append(ds)
             if ds > 0:
-                period = health.period_s
+                period = None
+                if intervals:  # period_s
+                    if cache is None or since >= 16:
+                        cache, since = max(min_period, _median(intervals)), 0
+                    period = cache
                 if period is None or ds < dropout * period:
                     intervals.append(ds)
-                    health._since_period += 1
+                    since += 1
         delays.append((recv - stamp) * 1e-9)
-        if health._last_recv_ns is None:
-            health._first_recv_ns = health._last_recv_ns = recv
+        if last_recv is None:
+            health._first_recv_ns = last_recv = recv
         else:
-            silence_ns = recv - health._last_recv_ns
-            if (last_stamp is not None and silence_ns > 4 * (stamp - last_stamp) > 0
-                    and silence_ns > health.burst_silence_ns(recv)):
-                health._burst_silence_ns, health._burst_at_ns = silence_ns, recv
-            if recv > health._last_recv_ns:
-                health._last_recv_ns = recv
-        health._last_stamp_ns = stamp
-        last_time = health._last_time_ns
+            silence_ns = recv - last_recv
+            if last_stamp is not None and silence_ns > 4 * (stamp - last_stamp) > 0:
+                decayed = 0  # burst_silence_ns(recv)
+                if burst_ns:
+                    decayed = int(burst_ns * 0.5 ** ((max(0, recv - burst_at) * 1e-9) / memory_s))
+                if silence_ns > decayed:
+                    burst_ns, burst_at = silence_ns, recv
+            if recv > last_recv:
+                last_recv = recv
+        last_stamp = stamp
         if last_time is not None:
-            period = health.period_s
-            if period is not None and t - last_time > dropout * period * 1e9:
-                gaps.append((last_time, t))
+            if intervals:  # period_s
+                if cache is None or since >= 16:
+                    cache, since = max(min_period, _median(intervals)), 0
+                if t - last_time > dropout * cache * 1e9:
+                    gaps.append((last_time, t))
             if t > last_time:
-                health._last_time_ns = t
+                last_time = t
         else:
-            health._last_time_ns = t
+            last_time = t
+    health._last_stamp_ns, health._last_recv_ns, health._last_time_ns = last_stamp, last_recv, last_time
+    health._period_cache, health._since_period = cache, since
+    health._burst_silence_ns, health._burst_at_ns = burst_ns, burst_at
     health.sample_count += hi - lo
     a, b = np.searchsorted(marks.rows, [lo, hi]).tolist()
     for k in range(a, b):
