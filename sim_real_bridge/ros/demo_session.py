@@ -218,6 +218,8 @@ def run_demo(request: DemoRequest) -> int:
         extra_parameters["task_player"] = {"duration_s": duration_s}
     inputs_bag = recorder_bag = None
     if request.record_dir:
+        if Path(request.record_dir).exists():
+            raise SimRealBridgeError(f"cannot record to {request.record_dir}: it exists already")
         # The monitor records its own inputs with its receive times (what replay must
         # see to equal live); the demo's recorder adds every other topic.
         record_work = out_dir / "record_work"
