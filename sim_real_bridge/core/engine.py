@@ -1096,6 +1096,11 @@ class DivergenceEngine:
         return True
 
     @property
+    def next_grid_ns(self) -> int | None:
+        """The next grid time to analyse (None before both sides' joints arrived)."""
+        return self._next_t_ns
+
+    @property
     def columns_planned(self) -> bool:
         """Whether :meth:`plan_columns` took the input (else it is fed row by row)."""
         return bool(self._planned)

@@ -58,7 +58,7 @@ from sim_real_bridge.ros.filters import message_filters
 from sim_real_bridge.ros.qos import OUTPUT_QOS
 
 NODE_NAME = "divergence_monitor"
-#: Where the input recording keeps the engine's tick times (log time = stamp = now).
+#: Where the input recording and snapshots keep the engine's tick times (log time = stamp = now).
 TICKS_TOPIC = "/divergence_monitor/ticks"
 TICKS_TYPE = "builtin_interfaces/msg/Time"
 SUMMARY_FILE = "monitor_summary.json"
@@ -297,6 +297,17 @@ class DivergenceMonitor(Node):
             self._inputs_bag.abort()  # type: ignore[union-attr]
             self._inputs_bag = None
 
+    def _note_tick(self, now_ns: int) -> None:
+        """Keep the engine's tick time with the inputs (recording, snapshots): replay then
+        ticks when this node did, which matters where a stream stalled."""
+        if self._inputs_bag is None and self._capture is None:
+            return
+        data = cdr.time_message(now_ns)
+        if self._inputs_bag is not None:
+            self._record_input(TICKS_TOPIC, now_ns, data)
+        if self._capture is not None:
+            self._capture.add_message(TICKS_TOPIC, TICKS_TYPE, now_ns, data)
+
     def _draining(self, handle: Any) -> Any:
         """Callback that also takes what is queued on every high-rate input (bounded).
 
@@ -411,10 +422,13 @@ class DivergenceMonitor(Node):
 
     def _on_tick(self) -> None:
         now_ns = self._now_ns()
-        if self._inputs_bag is not None:
-            self._record_input(TICKS_TOPIC, now_ns, cdr.time_message(now_ns))
         self._publish_snapshot_notice()
-        self._publish(self._engine.tick(now_ns), now_ns)
+        before = (self._engine.analysis_count, self._engine.next_grid_ns)
+        out = self._engine.tick(now_ns)
+        if (self._engine.analysis_count, self._engine.next_grid_ns) != before:
+            # Only ticks that analysed or skipped ahead change the engine: replay needs those.
+            self._note_tick(now_ns)
+        self._publish(out, now_ns)
         if self._capture is not None:
             for result in self._capture.poll(now_ns):
                 if result.error is not None:
@@ -462,8 +476,7 @@ class DivergenceMonitor(Node):
             return self._output_dir / SUMMARY_FILE
         self._finished = True
         now_ns = self._now_ns()
-        if self._inputs_bag is not None:
-            self._record_input(TICKS_TOPIC, now_ns, cdr.time_message(now_ns))
+        self._note_tick(now_ns)
         out = self._engine.finish(now_ns)
         for record in out.events:
             self._on_event(record, now_ns)
