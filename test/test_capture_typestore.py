@@ -70,9 +70,10 @@ def injection_array(store, stamp_ns: int = 5_000_000_000):
         scenario="wipe_friction",
         elapsed_s=5.0,
         injections=[
-            injection(category="contact", kind="friction", start_s=8.0, end_s=22.0, effect_start_s=8.43,
-                      active=False, params=[key_value(key="scale", value="0.4")]),
-            injection(category="sensor", kind="dropout", start_s=1.0, end_s=2.0, effect_start_s=1.004, active=True,
+            injection(category="contact", kind="friction", start_s=8.0, end_s=22.0, effect_start_s=8.5,
+                      active=False,
+                      params=[key_value(key="scale", value="0.4")]),
+            injection(category="sensor", kind="dropout", start_s=1.0, end_s=2.0, effect_start_s=1.0, active=True,
                       params=[]),
         ],
     )

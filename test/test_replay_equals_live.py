@@ -1,9 +1,9 @@
 """Replaying a `demo --record` bag gives the live run's events and residual statistics.
 
 Runs the real demo graph over DDS through the CLI for 20 s with a push injected,
-records every topic, then replays the bag offline and compares with the summary the
-live run wrote: the same events (category, window within 0.1 s) and residual
-statistics within 1%.
+records every topic (the monitor's inputs and tick times as the monitor itself took
+them), then replays the bag offline and compares with the summary the live run wrote:
+the same events (category, window within 0.1 s) and residual statistics within 1%.
 """
 
 from __future__ import annotations
@@ -38,13 +38,6 @@ def _close(live: float | None, replay: float | None) -> bool:
     if live is None or replay is None:
         return live is None and replay is None
     return abs(replay - live) <= STAT_TOLERANCE * max(abs(live), 1e-12)
-
-
-# Issue 6 is open on these: the demo's recorder (in the demo process) drops and lags
-# under machine load, and the live monitor ticks on input arrival while replay ticks on
-# a fixed schedule, so equality holds only on a quiet machine. Reported as xfail (never
-# counted as passing) until the monitor records its own inputs for `demo --record`.
-KNOWN_GAP = pytest.mark.xfail(strict=False, reason="issue 6 open: live vs replay equality not yet reliable under load")
 
 
 @pytest.fixture(scope="module")
@@ -85,28 +78,31 @@ def live_and_replay(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dic
     return live, replay
 
 
-@KNOWN_GAP
-def test_recording_is_faithful(live_and_replay: tuple[dict, dict], tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_recording_holds_what_the_monitor_received(live_root: Path) -> None:
     """Replay can only equal live when the bag holds what the monitor received, when it did.
 
-    Under CPU starvation the recorder (and the monitor) fall seconds behind and drop
-    samples; then the two saw different streams and no offline tool can agree.
+    Under load the monitor itself drops and lags; what matters is that the bag holds its
+    inputs as it took them. Its event snapshots are cut from its own receive buffer, so
+    every input message of a snapshot must be in the bag, same bytes, same log time;
+    and the bag holds the monitor's tick times.
     """
-    import numpy as np
+    from rosbags.highlevel import AnyReader
 
-    from sim_real_bridge.offline.bag_io import open_bags
-
-    bag = Path(live_and_replay[1]["bags"][0])
-    with open_bags(bag) as bags:
-        columns = bags.read_many(["/sim/joint_states", "/real/joint_states"])
-    for topic, col in columns.items():
-        span_s = (col.stamp_ns[-1] - col.stamp_ns[0]) * 1e-9
-        expected = span_s * 500.0
-        lag_s = np.percentile((col.recv_ns - col.stamp_ns) * 1e-9, 99) - np.min((col.recv_ns - col.stamp_ns) * 1e-9)
-        assert len(col) >= 0.99 * expected and lag_s < 0.05, (
-            f"{topic}: the recorder got {len(col)} of ~{expected:.0f} messages, delivery lag p99 {lag_s:.3f} s "
-            "above its minimum: the machine was too loaded for a faithful recording"
-        )
+    bag = live_root / "bag"
+    snapshots = sorted((live_root / "demo" / "monitor" / "snapshots").glob("*.mcap"))
+    assert snapshots, "the live run wrote no event snapshot"
+    inputs = ("/sim/joint_states", "/real/joint_states", "/sim/wrench", "/real/wrench")
+    with AnyReader([bag]) as reader:
+        recorded = {(c.topic, t, bytes(d)) for c, t, d in reader.messages([c for c in reader.connections
+                                                                           if c.topic in inputs])}
+        ticks = [c for c in reader.connections if c.topic == "/divergence_monitor/ticks"]
+        assert ticks and ticks[0].msgcount > 20 * 25, "the monitor's tick times are missing from the recording"
+    assert recorded
+    for snapshot in snapshots:
+        with AnyReader([snapshot]) as reader:
+            taken = {(c.topic, t, bytes(d)) for c, t, d in reader.messages([c for c in reader.connections
+                                                                            if c.topic in inputs])}
+        assert taken and taken <= recorded, (snapshot, len(taken - recorded), len(taken))
 
 
 def test_live_run_has_an_event(live_and_replay: tuple[dict, dict]) -> None:
@@ -114,7 +110,6 @@ def test_live_run_has_an_event(live_and_replay: tuple[dict, dict]) -> None:
     assert live["events"], "the scenario must raise at least one event for the comparison to mean anything"
 
 
-@KNOWN_GAP
 def test_replay_gives_the_live_events(live_and_replay: tuple[dict, dict]) -> None:
     live, replay = live_and_replay
     live_events = [(e["category"], e["start_s"], e["end_s"]) for e in live["events"]]
@@ -126,7 +121,6 @@ def test_replay_gives_the_live_events(live_and_replay: tuple[dict, dict]) -> Non
         assert abs(r_end - end) <= WINDOW_TOLERANCE_S, (live_events, replay_events)
 
 
-@KNOWN_GAP
 def test_replay_gives_the_live_residual_statistics(live_and_replay: tuple[dict, dict]) -> None:
     live, replay = live_and_replay
     live_joints = live["residuals"]["joints"]
@@ -147,7 +141,11 @@ def test_replay_has_the_live_truth(live_and_replay: tuple[dict, dict]) -> None:
     assert replay["scenario"] == live["scenario"]
 
 
-@KNOWN_GAP
+@pytest.mark.xfail(strict=False, reason=(
+    "a snapshot is a window of the monitor's buffer: under load (seconds of backlog) its /divergence/joints "
+    "refer to inputs received before the window, and the fresh engine of the replay maps clocks from the "
+    "window's first samples, so coverage and residuals match only on a quiet machine; the demo --record "
+    "bag, which holds the whole run, is what replay==live is about (tests above)"))
 def test_replaying_the_monitors_own_inputs_reproduces_its_outputs(live_root: Path, tmp_path: Path) -> None:
     """The monitor's event snapshots hold its inputs with its own receive times and the
     /divergence/joints it published: replaying them must give the same residuals."""

@@ -372,3 +372,39 @@ def recover_partials(
     if actions:
         fsync_path(directory)
     return actions
+
+
+def merge_bags(primary: Path | str, secondary: Path | str, target: Path | str, typestore: Typestore) -> int:
+    """Write one bag holding every message of ``primary`` plus those of ``secondary`` on
+    topics ``primary`` does not have, in log-time order; returns the message count.
+
+    The demo records the monitor's inputs as the monitor received them (primary) and
+    the rest of the graph with its own recorder (secondary).
+
+    Raises:
+        SnapshotError: a source cannot be read or the target cannot be written.
+    """
+    import heapq
+
+    from rosbags.rosbag2 import Reader
+
+    try:
+        with Reader(Path(primary)) as first, Reader(Path(secondary)) as second:
+            own = {c.topic for c in first.connections}
+            extra = [c for c in second.connections if c.topic not in own]
+            count = 0
+            with BagWriter(target, typestore) as bag:
+                for conn in list(first.connections) + extra:
+                    bag.add_topic(conn.topic, conn.msgtype)
+                streams = (
+                    ((t, c.topic, d) for c, t, d in first.messages()),
+                    ((t, c.topic, d) for c, t, d in second.messages(connections=extra)) if extra else iter(()),
+                )
+                for log_time, topic, data in heapq.merge(*streams, key=lambda item: item[0]):
+                    bag.write(topic, log_time, data)
+                    count += 1
+    except SnapshotError:
+        raise
+    except Exception as error:  # noqa: BLE001 - rosbags raises several types for unreadable bags
+        raise SnapshotError(f"cannot merge bags {primary} and {secondary} into {target}: {error}") from error
+    return count

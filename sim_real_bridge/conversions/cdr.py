@@ -13,8 +13,10 @@ Trailing bytes are ignored (rmw buffers may carry padding). Anything unexpected
 
 from __future__ import annotations
 
+import math
 import struct
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -102,3 +104,116 @@ def _wrench_stamped(data: bytes) -> SimpleNamespace:
     fx, fy, fz, tx, ty, tz = _F64x6.unpack_from(data, _HEADER + pos)
     return SimpleNamespace(header=header, wrench=SimpleNamespace(
         force=SimpleNamespace(x=fx, y=fy, z=fz), torque=SimpleNamespace(x=tx, y=ty, z=tz)))
+
+
+def time_message(stamp_ns: int) -> bytes:
+    """A builtin_interfaces/msg/Time serialized as little-endian CDR."""
+    sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
+    return b"\x00\x01\x00\x00" + _STAMP.pack(sec, nanosec)
+
+
+# --------------------------------------------------------------------------- writers
+# Divergence records straight to CDR bytes (offline replay writes thousands per second
+# of recording; building rosbags message objects first cost more than the analysis).
+# Layouts follow msg/*.msg; test_cdr_writers holds them byte-equal to rosbags' serializer.
+_F64 = struct.Struct("<d")
+# Object poses of a record without object: all zero, as divergence_msgs leaves them in
+# rosbags' default-filled messages (rclpy's default orientation would have w = 1).
+_ZERO_POSE = (0.0,) * 7
+
+
+class _Writer:
+    """Little-endian XCDR1 body after the 4-byte encapsulation header; alignment is
+    relative to the body start."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray(b"\x00\x01\x00\x00")
+
+    def align(self, size: int) -> None:
+        pad = -(len(self.buf) - _HEADER) % size
+        if pad:
+            self.buf += b"\x00" * pad
+
+    def u32(self, value: int) -> None:
+        self.align(4)
+        self.buf += _U32.pack(value)
+
+    def string(self, text: str) -> None:
+        data = text.encode("utf-8") + b"\x00"
+        self.u32(len(data))
+        self.buf += data
+
+    def header(self, stamp_ns: int, frame_id: str) -> None:
+        sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
+        self.align(4)
+        self.buf += _STAMP.pack(sec, nanosec)
+        self.string(frame_id)
+
+    def f64s(self, values: Any) -> None:
+        """Fixed-size float64 fields in a row."""
+        self.align(8)
+        self.buf += np.asarray(values, dtype="<f8").tobytes()
+
+    def f64_seq(self, values: Any) -> None:
+        arr = np.asarray(values, dtype="<f8").ravel()
+        self.u32(arr.size)
+        if arr.size:
+            self.align(8)
+            self.buf += arr.tobytes()
+
+    def u8(self, value: int) -> None:
+        self.buf.append(int(value) & 0xFF)
+
+
+def _pose_values(position_m: Any, orientation_wxyz: Any) -> list[float]:
+    w, x, y, z = (float(v) for v in orientation_wxyz[:4])
+    return [float(v) for v in position_m[:3]] + [x, y, z, w]
+
+
+def joint_divergence_cdr(record: Any, frame_id: str = "") -> bytes:
+    """sim_real_bridge/msg/JointDivergence of a JointDivergenceRecord, as CDR bytes."""
+    out = _Writer()
+    out.header(record.stamp_ns, frame_id)
+    out.u32(len(record.names))
+    for name in record.names:
+        out.string(str(name))
+    out.f64_seq(record.position_residual_rad)
+    out.f64_seq(record.velocity_residual_rad_s)
+    out.f64_seq(record.effort_residual)
+    out.f64s([record.clock_offset_s, record.clock_offset_std_s, record.latency_s, record.latency_std_s])
+    out.u8(bool(record.latency_compensated))
+    return bytes(out.buf)
+
+
+def contact_residual_cdr(record: Any, frame_id: str = "") -> bytes:
+    """sim_real_bridge/msg/ContactResidual of a ContactRecord, as CDR bytes."""
+    out = _Writer()
+    out.header(record.stamp_ns, frame_id)
+    values = np.concatenate([
+        np.asarray(v, dtype=float)[:3] for v in (record.sim_force_n, record.sim_torque_nm, record.real_force_n,
+                                                record.real_torque_nm, record.residual_force_n,
+                                                record.residual_torque_nm)
+    ] + [np.array([record.force_residual_norm_n, record.torque_residual_norm_nm], dtype=float)])
+    out.f64s(values)
+    out.u8(record.sim_contact_phase)
+    out.u8(record.real_contact_phase)
+    return bytes(out.buf)
+
+
+def pose_divergence_cdr(record: Any, frame_id: str = "world") -> bytes:
+    """sim_real_bridge/msg/PoseDivergence of a PoseDivergenceRecord, as CDR bytes."""
+    out = _Writer()
+    out.header(record.stamp_ns, frame_id)
+    out.f64s(_pose_values(record.sim_ee_position_m, record.sim_ee_orientation_wxyz)
+             + _pose_values(record.real_ee_position_m, record.real_ee_orientation_wxyz)
+             + [float(v) for v in record.ee_position_error_m[:3]]
+             + [float(record.ee_position_error_norm_m), float(record.ee_orientation_error_rad)])
+    out.u8(bool(record.has_object))
+    if record.has_object:
+        objects = (_pose_values(record.sim_object_position_m, record.sim_object_orientation_wxyz)
+                   + _pose_values(record.real_object_position_m, record.real_object_orientation_wxyz)
+                   + [float(record.object_position_error_norm_m), float(record.object_orientation_error_rad)])
+    else:
+        objects = list(_ZERO_POSE) * 2 + [math.nan, math.nan]
+    out.f64s(objects)
+    return bytes(out.buf)

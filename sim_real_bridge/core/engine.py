@@ -39,6 +39,7 @@ the same period as the live node, so replay gives the live run's events.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
@@ -54,7 +55,14 @@ from sim_real_bridge.core.attribution import (
     attribute,
 )
 from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventConfig, EventRecord, EventTracker
-from sim_real_bridge.core.features import BiasDriftTracker, FeatureConfig, StreamHealth
+from sim_real_bridge.core.features import (
+    BiasDriftTracker,
+    FeatureConfig,
+    HealthMarks,
+    StreamHealth,
+    add_planned,
+    plan_marks,
+)
 from sim_real_bridge.core.ledger import CategoryShareRecord, ResidualLedger, residual_energy
 from sim_real_bridge.errors import ConfigError
 
@@ -64,6 +72,7 @@ PHASE_FREE = 0
 PHASE_CONTACT = 1
 
 __all__ = [
+    "ColumnStream",
     "ContactRecord",
     "DivergenceEngine",
     "EngineConfig",
@@ -315,12 +324,87 @@ class TickOutput:
     events: list[EventRecord] = field(default_factory=list)
 
 
+@dataclass
+class ColumnStream:
+    """One input stream as whole columns, for :meth:`DivergenceEngine.plan_columns`.
+
+    Attributes:
+        side: "sim" or "real".
+        stream: "joint_states", "wrench", "ee_pose", "object_pose" or "command".
+        recv_ns: (n,) receive times of the accepted rows, non-decreasing.
+        seq: (n,) position of each row in the overall feed order (ties of recv_ns).
+        stamp_ns: (n,) stamps (commands: unused).
+        values: (n, w) rows as the matching ``on_*`` method takes them: joint_states
+            [q, qd, effort] in ``names`` order (NaN where absent), wrench [force, torque],
+            poses [position, orientation wxyz]; commands: None.
+        names: joint names of a joint_states stream.
+        commands: per row (start_ns, joint names, points) of a command stream.
+        refused_recv_ns: receive times of rows the intake refused, with their reasons.
+        refused_reasons: one reason per refused row.
+    """
+
+    side: str
+    stream: str
+    recv_ns: np.ndarray
+    seq: np.ndarray
+    stamp_ns: np.ndarray
+    values: np.ndarray | None = None
+    names: tuple[str, ...] = ()
+    commands: Sequence[tuple[int, Sequence[str], Sequence[Any]]] = ()
+    refused_recv_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    refused_reasons: Sequence[str] = ()
+
+
+@dataclass
+class _PlannedStream:
+    column: ColumnStream
+    recv: np.ndarray
+    series: "_Series | None" = None
+    health: StreamHealth | None = None
+    marks: HealthMarks | None = None
+    health_width: int = 0
+    clock: "_ClockPlan | None" = None
+    side_rows: np.ndarray | None = None  # this stream's rows' positions in the side's feed order
+    lists: tuple[list[int], list[int], list[int]] | None = None
+    recv_list: list[int] = field(default_factory=list)
+    refused_list: list[int] = field(default_factory=list)
+    fed: int = 0
+    refused_fed: int = 0
+
+
 # --------------------------------------------------------------------------- helpers
+@dataclass
+class _GridCache:
+    """What ``_Series.sample`` and ``window_mean`` give at every grid time from the whole
+    planned stream, with the rows that must be visible for the answer to be the same.
+
+    A query at grid time k is served when rows ``need[k] - 1`` and ``first[k]`` are
+    visible (``first[k] >= start`` and ``need[k] <= n``): then the visible rows
+    bracket it exactly as the whole stream does.
+    """
+
+    t0_ns: int
+    step_ns: int
+    max_gap_ns: int
+    need: np.ndarray
+    first: np.ndarray
+    values: np.ndarray
+    window_ns: int | None = None
+    w_need: np.ndarray | None = None
+    w_first: np.ndarray | None = None
+    w_values: np.ndarray | None = None
+
+
+#: Largest grid a planned series caches (rows); longer recordings sample live.
+MAX_GRID_ROWS = 4_000_000
+
+
 class _Series:
     """Time-sorted samples of one stream (monitor-time ns, float rows), bounded by age."""
 
     def __init__(self, width: int) -> None:
         self.width = width
+        self._grid: _GridCache | None = None
         self.t = np.zeros(0, dtype=np.int64)
         self.v = np.zeros((0, width))
         self._buf_t = np.zeros(256, dtype=np.int64)
@@ -351,6 +435,64 @@ class _Series:
         self._buf_v[pos] = row
         self._n += 1
 
+    def load(self, t_ns: np.ndarray, values: np.ndarray) -> None:
+        """Hold a whole planned stream; rows become visible with :meth:`reveal`."""
+        self._buf_t = np.ascontiguousarray(t_ns, dtype=np.int64)
+        self._buf_v = np.ascontiguousarray(values, dtype=float)
+        self._n = self._start = 0
+
+    def plan_grid(self, step_ns: int, max_gap_ns: int, window_ns: int | None = None) -> None:
+        """Precompute ``sample`` (and ``window_mean`` over ``window_ns``) at every multiple
+        of step_ns over the loaded stream, with the same arithmetic as the live path."""
+        times, vals = self._buf_t, self._buf_v
+        size = times.size
+        if size == 0 or step_ns <= 0:
+            return
+        t0 = (int(times[0]) // step_ns) * step_ns
+        count = (int(times[-1]) - t0) // step_ns + 2
+        if count > MAX_GRID_ROWS:
+            return
+        q = t0 + np.arange(count, dtype=np.int64) * step_ns
+        idx = np.searchsorted(times, q, side="right")
+        lo = np.clip(idx - 1, 0, size - 1)
+        hi = np.clip(idx, 0, size - 1)
+        exact = (idx > 0) & (times[lo] == q)
+        inside = ~exact & (idx > 0) & (idx < size)
+        span = (times[hi] - times[lo]).astype(float)
+        w = np.where(span > 0, (q - times[lo]) / np.where(span > 0, span, 1.0), 0.0)
+        out = np.full((count, self.width), np.nan)
+        interp = vals[lo] * (1 - w)[:, None] + vals[hi] * w[:, None]
+        ok = inside & (span <= max_gap_ns)
+        out[ok] = interp[ok]
+        out[exact] = vals[lo][exact]
+        big = np.iinfo(np.int64).max
+        need = np.where(exact, idx, np.where(inside, idx + 1, big))
+        cache = _GridCache(t0, step_ns, max_gap_ns, need, idx - 1, out)
+        if window_ns is not None:
+            first = np.searchsorted(times, q - window_ns, side="right")
+            has = idx > first
+            means = np.full((count, self.width), np.nan)
+            # The live mean's own reduction, per window (reduceat or cumsums round differently).
+            for k in np.flatnonzero(has).tolist():
+                means[k] = vals[first[k]:idx[k]].mean(axis=0)
+            cache.window_ns = int(window_ns)
+            cache.w_need, cache.w_first = idx, first
+            cache.w_values = means
+        self._grid = cache
+
+    def _grid_row(self, t_ns: int, max_gap_ns: int) -> np.ndarray | None:
+        g = self._grid
+        if g is None or max_gap_ns != g.max_gap_ns:
+            return None
+        k, r = divmod(t_ns - g.t0_ns, g.step_ns)
+        if r or k < 0 or k >= g.need.size or g.need[k] > self._n or g.first[k] < self._start:
+            return None
+        return g.values[k].copy()
+
+    def reveal(self, n: int) -> None:
+        """Make the first n planned rows visible (as if added one by one)."""
+        self._n = n
+
     def trim(self, before_ns: int) -> None:
         k = self._start + int(np.searchsorted(self._buf_t[self._start:self._n], before_ns, side="left"))
         self._start = min(k, max(self._start, self._n - 2))
@@ -369,6 +511,11 @@ class _Series:
 
     def window_mean(self, start_ns: int, end_ns: int) -> np.ndarray:
         """Mean of the samples with start_ns < t <= end_ns; NaN row when there are none."""
+        g = self._grid
+        if g is not None and g.window_ns == end_ns - start_ns and g.w_values is not None:
+            k, r = divmod(end_ns - g.t0_ns, g.step_ns)
+            if not r and 0 <= k < g.need.size and g.w_need[k] <= self._n and g.w_first[k] >= self._start:
+                return g.w_values[k].copy()
         times = self.times
         lo = int(np.searchsorted(times, start_ns, side="right"))
         hi = int(np.searchsorted(times, end_ns, side="right"))
@@ -376,20 +523,28 @@ class _Series:
             return np.full(self.width, np.nan)
         return self.values[lo:hi].mean(axis=0)
 
-    def sample(self, t_ns: np.ndarray | int, max_gap_ns: int) -> np.ndarray:
+    def sample(self, t_ns: np.ndarray | int, max_gap_ns: int, cols: int | None = None) -> np.ndarray:
         """Linear interpolation at times t (scalar or (m,)); NaN rows where unbracketed or gapped.
 
-        A time up to max_gap_ns past the newest sample holds the newest value.
+        A time up to max_gap_ns past the newest sample holds the newest value. ``cols``
+        limits an array query to the first columns.
         """
         scalar = np.ndim(t_ns) == 0
         if scalar:
             return self._sample_one(int(t_ns), max_gap_ns)
         tq = np.atleast_1d(np.asarray(t_ns, dtype=np.int64))
-        out = np.full((tq.size, self.width), np.nan)
+        width = self.width if cols is None else min(cols, self.width)
+        g = self._grid
+        if g is not None and max_gap_ns == g.max_gap_ns and tq.size:
+            k, r = np.divmod(tq - g.t0_ns, g.step_ns)
+            if not r.any() and k.min() >= 0 and k.max() < g.need.size:
+                if g.need[k].max() <= self._n and g.first[k].min() >= self._start:
+                    return g.values[k, :width]
+        out = np.full((tq.size, width), np.nan)
         times = self.times
         if times.size == 0:
             return out[0] if scalar else out
-        vals = self.values
+        vals = self.values if cols is None else self.values[:, :width]
         idx = np.searchsorted(times, tq, side="right")
         hi = np.clip(idx, 0, times.size - 1)
         lo = np.clip(idx - 1, 0, times.size - 1)
@@ -409,6 +564,9 @@ class _Series:
 
     def _sample_one(self, t_ns: int, max_gap_ns: int) -> np.ndarray:
         """``sample`` at one time (same arithmetic, without the array machinery)."""
+        cached = self._grid_row(t_ns, max_gap_ns) if self._grid is not None else None
+        if cached is not None:
+            return cached
         start, n = self._start, self._n
         size = n - start
         if size == 0:
@@ -518,6 +676,64 @@ class _ClockMap:
         per_stream.append(d - offset)
         return stamp_ns + offset, reset
 
+    def plan(self, stamp_ns: np.ndarray, recv_ns: np.ndarray, stream_ids: np.ndarray,
+             stream_names: Sequence[str]) -> "_ClockPlan | None":
+        """The offsets ``map`` would give a fresh map fed these samples in this order, on
+        whole columns; None when a clock reset (or receive times out of order) would need
+        the per-sample path.
+
+        Without resets the leaky envelope is offset_k = min_j<=k (d_j + sum_{j<i<=k}
+        floor(leak (recv_i - recv_i-1))), a cumulative minimum: integer-exact.
+        """
+        stamp = np.asarray(stamp_ns, dtype=np.int64)
+        recv = np.asarray(recv_ns, dtype=np.int64)
+        if self._offsets or stamp.size == 0 or np.any(np.diff(recv) < 0):
+            return None
+        d = recv - stamp
+        steps = np.zeros(recv.size, dtype=np.int64)
+        steps[1:] = (self.leak * np.diff(recv).astype(np.float64)).astype(np.int64)
+        climb = np.cumsum(steps)
+        offsets = climb + np.minimum.accumulate(d - climb)
+        stream_ids = np.asarray(stream_ids, dtype=np.int64)
+        rows = [np.flatnonzero(stream_ids == k) for k in range(len(stream_names))]
+        for idx in rows:
+            if idx.size < 2:
+                continue
+            cur, prev = idx[1:], idx[:-1]
+            backwards = stamp[cur] < stamp[prev] - self.reset_ns
+            forward = (((stamp[cur] - stamp[prev]) - (recv[cur] - recv[prev]) > self.reset_ns)
+                       & (d[cur] < offsets[cur - 1] - self.reset_ns))
+            if np.any(backwards | forward):
+                return None
+        return _ClockPlan(stamp, recv, offsets, d - offsets, stream_ids, list(stream_names), rows)
+
+    def feed_planned(self, plan: "_ClockPlan", hi: int) -> None:
+        """Take the planned samples up to row hi (exclusive): the state ``map`` leaves."""
+        lo = plan.fed
+        if hi <= lo:
+            return
+        self._offsets[0] = int(plan.offsets[hi - 1])
+        self._last_recv[0] = int(plan.recv[hi - 1])
+        self._delays.extend(plan.delays[lo:hi].tolist())
+        if plan.row_lists is None:
+            plan.row_lists = [idx.tolist() for idx in plan.rows]
+        for k, idx_list in enumerate(plan.row_lists):
+            a = bisect_left(idx_list, lo)
+            b = bisect_left(idx_list, hi, a)
+            if b <= a:
+                continue
+            idx = plan.rows[k]
+            stream = plan.names[k]
+            last = idx_list[b - 1]
+            self._epoch[stream] = 0
+            self._last_stamp[stream] = (int(plan.stamp[last]), int(plan.recv[last]))
+            per_stream = self._stream_delays.get(stream)
+            if per_stream is None:
+                per_stream = self._stream_delays[stream] = deque(maxlen=2000)
+            per_stream.extend(plan.delays[idx[a:b]].tolist())
+        self._count += hi - lo
+        plan.fed = hi
+
     @property
     def spread_s(self) -> float:
         """Std of the delivery delay over recent samples (refreshed every 100 samples)."""
@@ -529,11 +745,31 @@ class _ClockMap:
         return self._spread_cache
 
 
+@dataclass
+class _ClockPlan:
+    """One side's samples in feed order with their planned offsets (see ``_ClockMap.plan``)."""
+
+    stamp: np.ndarray
+    recv: np.ndarray
+    offsets: np.ndarray
+    delays: np.ndarray
+    stream_ids: np.ndarray
+    names: list[str]
+    rows: list[np.ndarray]
+    fed: int = 0
+    row_lists: list[list[int]] | None = None
+
+
+def _norm(x: np.ndarray) -> float:
+    """Euclidean norm of a 1-D float array: np.linalg.norm's arithmetic without its overhead."""
+    return math.sqrt(float(x.dot(x)))
+
+
 def _quat_angle(q1: np.ndarray, q2: np.ndarray) -> float:
     """Rotation angle between two unit quaternions (wxyz), radians; NaN if unknown."""
-    if not (np.all(np.isfinite(q1)) and np.all(np.isfinite(q2))):
+    if not (np.isfinite(q1).all() and np.isfinite(q2).all()):
         return float("nan")
-    n1, n2 = np.linalg.norm(q1), np.linalg.norm(q2)
+    n1, n2 = _norm(q1), _norm(q2)
     if n1 == 0 or n2 == 0:
         return float("nan")
     dot = abs(float(np.dot(q1, q2))) / (n1 * n2)
@@ -543,7 +779,7 @@ def _quat_angle(q1: np.ndarray, q2: np.ndarray) -> float:
 def _quat_to_matrix(q: np.ndarray) -> np.ndarray:
     from transforms3d.quaternions import quat2mat
 
-    return quat2mat(q / np.linalg.norm(q))
+    return quat2mat(q / _norm(q))
 
 
 def _point_attr(point: Any, name: str, default: Any = None) -> Any:
@@ -622,6 +858,8 @@ class DivergenceEngine:
         self._fit: DelayFit | None = None
         self._last_fit_ns: int | None = None
         self._fit_delays: list[float] = []
+        self._latency_cache: tuple[int, tuple[float, float]] | None = None
+        self._fit_count = 0
         self._next_pose_ns: int | None = None
         self._next_contact_ns: int | None = None
         # run statistics
@@ -640,6 +878,7 @@ class DivergenceEngine:
         self._last_attribution_top = "none"
         self._last_tick_ns: int | None = None
         self.analysis_count = 0
+        self._planned: list[_PlannedStream] = []
 
     # ------------------------------------------------------------------ inputs
     def _side(self, side: str) -> str:
@@ -763,6 +1002,152 @@ class DivergenceEngine:
             self.first_command_ns = int(recv_ns)
         self._last_command_ns = int(recv_ns)
         self.command_count += 1
+
+    # ------------------------------------------------------------------ column input (replay)
+    def plan_columns(self, streams: Sequence[ColumnStream]) -> bool:
+        """Take whole recorded streams to feed by receive time with :meth:`feed_columns`.
+
+        Gives the engine the state the ``on_*`` methods give when fed the same rows one
+        by one in ``seq`` order, at a fraction of the cost (clock map, series and stream
+        health are computed on columns). Returns False, leaving the engine untouched,
+        when the streams need the per-message path: a fresh engine is required, and
+        clock resets, stamps mapped out of order, or joint streams naming different
+        joint sets are left to it.
+        """
+        if self.first_recv_ns is not None or self.joint_names is not None or self.command_count:
+            return False
+        joint_streams = [c for c in streams if c.stream == "joint_states" and c.recv_ns.size]
+        if not joint_streams or any(set(c.names) != set(joint_streams[0].names) or len(set(c.names)) != len(c.names)
+                                    for c in joint_streams):
+            return False
+        first = min(joint_streams, key=lambda c: int(c.seq[0]))
+        # Joints are sampled on the grid and, by the fit, at the fit's delays before it.
+        fit_delays_ns = (np.arange(0.0, self.config.fit_max_delay_s + 1e-12, self.config.fit_delay_step_s)
+                         * 1e9).astype(np.int64)
+        step_ns = math.gcd(self._dt_ns, *[int(d) for d in fit_delays_ns])
+        names = tuple(str(x) for x in first.names)
+        j = len(names)
+        planned: list[_PlannedStream] = []
+        series: dict[tuple[str, str], _Series] = {}
+        for col in streams:
+            recv = np.asarray(col.recv_ns, dtype=np.int64)
+            if recv.size and np.any(np.diff(recv) < 0):
+                return False
+            if col.stream not in ("joint_states", "wrench", "ee_pose", "object_pose", "command"):
+                raise ConfigError(f"unknown column stream {col.stream!r}")
+            planned.append(_PlannedStream(col, recv, recv_list=recv.tolist(),
+                                          refused_list=np.asarray(col.refused_recv_ns, dtype=np.int64).tolist()))
+        for side in SIDES:
+            side_cols = [p for p in planned if p.column.side == side and p.column.stream != "command"
+                         and p.recv.size]
+            if not side_cols:
+                continue
+            seq = np.concatenate([np.asarray(p.column.seq, dtype=np.int64) for p in side_cols])
+            order = np.argsort(seq, kind="stable")
+            stamp = np.concatenate([np.asarray(p.column.stamp_ns, dtype=np.int64) for p in side_cols])[order]
+            recv = np.concatenate([p.recv for p in side_cols])[order]
+            ids = np.concatenate([np.full(p.recv.size, k, dtype=np.int64) for k, p in enumerate(side_cols)])[order]
+            clock = self._clock[side].plan(stamp, recv, ids, [p.column.stream for p in side_cols])
+            if clock is None:
+                return False
+            position = np.empty(seq.size, dtype=np.int64)
+            position[order] = np.arange(seq.size)
+            start = 0
+            for p in side_cols:
+                n = p.recv.size
+                p.side_rows = position[start:start + n]
+                start += n
+                if np.any(np.diff(p.side_rows) <= 0):
+                    return False
+                p.clock = clock
+                mapped = np.asarray(p.column.stamp_ns, dtype=np.int64) + clock.offsets[p.side_rows]
+                if np.any(np.diff(mapped) < 0):
+                    return False  # out-of-order arrivals: the per-message path inserts them
+                col = p.column
+                values = np.asarray(col.values, dtype=float)
+                if col.stream == "joint_states":
+                    index = {str(x): i for i, x in enumerate(col.names)}
+                    order_j = np.array([index[x] for x in names], dtype=np.intp)
+                    cols = np.concatenate([order_j, order_j + j, order_j + 2 * j])
+                    values = values[:, cols] if not np.array_equal(order_j, np.arange(j)) else values
+                    p.health_width = 2 * j
+                elif col.stream == "wrench":
+                    p.health_width = 6
+                p.series = _Series(values.shape[1])
+                p.series.load(mapped, values)
+                p.series.plan_grid(step_ns if col.stream == "joint_states" else self._dt_ns, self._max_gap_ns,
+                                   int(self.config.wrench_window_s * 1e9) if col.stream == "wrench" else None)
+                if p.health_width:
+                    p.marks = plan_marks(self.config.features, values[:, :p.health_width])
+                p.lists = (np.asarray(col.stamp_ns, dtype=np.int64).tolist(), p.recv.tolist(), mapped.tolist())
+                series[(side, col.stream)] = p.series
+        self.joint_names = names
+        self._stall_s = np.zeros(j)
+        self._joints = {}
+        for side in SIDES:
+            found = series.get((side, "joint_states"))
+            self._joints[side] = found if found is not None else _Series(3 * j)
+            if (side, "wrench") in series:
+                self._wrench[side] = series[(side, "wrench")]
+            for kind in POSE_KINDS:
+                if (side, f"{kind}_pose") in series:
+                    self._poses[(side, kind)] = series[(side, f"{kind}_pose")]
+        for p in planned:
+            if p.health_width:
+                p.health = self._health[(p.column.side, p.column.stream)]
+        self._planned = planned
+        return True
+
+    @property
+    def next_grid_ns(self) -> int | None:
+        """The next grid time to analyse (None before both sides' joints arrived)."""
+        return self._next_t_ns
+
+    @property
+    def columns_planned(self) -> bool:
+        """Whether :meth:`plan_columns` took the input (else it is fed row by row)."""
+        return bool(self._planned)
+
+    def feed_columns(self, before_recv_ns: int | None = None) -> None:
+        """Feed every planned row (and refusal) received before ``before_recv_ns`` (None: all)."""
+        planned = self._planned
+        cuts = [len(p.recv_list) if before_recv_ns is None else bisect_left(p.recv_list, before_recv_ns, p.fed)
+                for p in planned]
+        if self.first_recv_ns is None:
+            # The first row fed sets the run clock, as the first on_* call would.
+            firsts = [int(p.recv[p.fed]) for p, hi in zip(planned, cuts) if hi > p.fed]
+            if firsts:
+                self.first_recv_ns = min(firsts)
+        for p, hi in zip(planned, cuts):
+            col = p.column
+            if p.refused_list:
+                refused = p.refused_list
+                r_hi = len(refused) if before_recv_ns is None else bisect_left(refused, before_recv_ns, p.refused_fed)
+                for k in range(p.refused_fed, r_hi):
+                    self.on_rejected(col.side, col.stream, col.refused_reasons[k])
+                p.refused_fed = max(p.refused_fed, r_hi)
+            lo = p.fed
+            if hi <= lo:
+                continue
+            if col.stream == "command":
+                for i in range(lo, hi):
+                    start_ns, names, points = col.commands[i]
+                    self.on_command(int(start_ns), int(p.recv[i]), names, points)
+                p.fed = hi
+                continue
+            assert p.series is not None and p.lists is not None and p.clock is not None and p.side_rows is not None
+            p.series.reveal(hi)
+            if col.stream in ("joint_states", "wrench"):
+                p.series.last_recv_ns = int(p.recv[hi - 1])
+            if p.health is not None and p.marks is not None:
+                stamps, recvs, times = p.lists
+                add_planned(p.health, p.marks, lo, hi, stamps, recvs, times, p.series._buf_v[:, :p.health_width])
+            p.fed = hi
+        for side in SIDES:
+            plans = [p for p in planned if p.column.side == side and p.clock is not None and p.fed]
+            if plans:
+                side_hi = max(int(p.side_rows[p.fed - 1]) + 1 for p in plans)  # type: ignore[index]
+                self._clock[side].feed_planned(plans[0].clock, side_hi)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ ticking
     def _streams_seen(self, now_ns: int) -> list[tuple[_Series, int]]:
@@ -890,7 +1275,9 @@ class DivergenceEngine:
         alpha = min(1.0, dt_s / self.config.smooth_tau_s)
         if prev is None:
             return value
-        return np.where(np.isfinite(value), (1 - alpha) * prev + alpha * np.nan_to_num(value), prev)
+        finite = np.isfinite(value)
+        # Non-finite entries keep prev, so zeroing them (not nan_to_num) changes no result.
+        return np.where(finite, (1 - alpha) * prev + alpha * np.where(finite, value, 0.0), prev)
 
     # ------------------------------------------------------------------ analysis
     def _analyse(self, t: int) -> None:
@@ -901,7 +1288,7 @@ class DivergenceEngine:
         gap = self._max_gap_ns
         sim_row = self._joints["sim"].sample(t, gap)
         real_row = self._joints["real"].sample(t, gap)
-        joints_valid = bool(np.all(np.isfinite(sim_row[:j])) and np.all(np.isfinite(real_row[:j])))
+        joints_valid = bool(np.isfinite(sim_row[:j]).all() and np.isfinite(real_row[:j]).all())
         res = real_row - sim_row
         q_res = res[:j]
         qd_res = res[j:2 * j]
@@ -912,57 +1299,57 @@ class DivergenceEngine:
         ee = {s: self._poses[(s, "ee")].sample(t, gap) for s in SIDES}
         obj = {s: self._poses[(s, "object")].sample(t, gap) for s in SIDES}
         ee_err = ee["real"][:3] - ee["sim"][:3]
-        ee_err_norm = float(np.linalg.norm(ee_err)) if np.all(np.isfinite(ee_err)) else float("nan")
+        ee_err_norm = float(_norm(ee_err)) if np.isfinite(ee_err).all() else float("nan")
         win_ns = int(cfg.tip_velocity_window_s * 1e9)
         tip_vel = {}
         for s in SIDES:
             past = self._poses[(s, "ee")].sample(t - win_ns, gap)[:3]
             v = (ee[s][:3] - past) / cfg.tip_velocity_window_s
-            tip_vel[s] = v if np.all(np.isfinite(v)) else np.zeros(3)
+            tip_vel[s] = v if np.isfinite(v).all() else np.zeros(3)
         obj_err = float("nan")
         obj_tool_err = float("nan")
         real_tool_object_m = float("nan")
-        if np.all(np.isfinite(obj["real"][:3])) and np.all(np.isfinite(ee["real"][:3])):
-            real_tool_object_m = float(np.linalg.norm(obj["real"][:3] - ee["real"][:3]))
-        if np.all(np.isfinite(obj["sim"][:3])) and np.all(np.isfinite(obj["real"][:3])):
-            obj_err = float(np.linalg.norm(obj["real"][:3] - obj["sim"][:3]))
-            if np.all(np.isfinite(ee["sim"][:3])) and np.all(np.isfinite(ee["real"][:3])):
+        if np.isfinite(obj["real"][:3]).all() and np.isfinite(ee["real"][:3]).all():
+            real_tool_object_m = float(_norm(obj["real"][:3] - ee["real"][:3]))
+        if np.isfinite(obj["sim"][:3]).all() and np.isfinite(obj["real"][:3]).all():
+            obj_err = float(_norm(obj["real"][:3] - obj["sim"][:3]))
+            if np.isfinite(ee["sim"][:3]).all() and np.isfinite(ee["real"][:3]).all():
                 obj_tool_err = abs(
-                    float(np.linalg.norm(obj["real"][:3] - ee["real"][:3]))
-                    - float(np.linalg.norm(obj["sim"][:3] - ee["sim"][:3]))
+                    float(_norm(obj["real"][:3] - ee["real"][:3]))
+                    - float(_norm(obj["sim"][:3] - ee["sim"][:3]))
                 )
 
         # wrench: window means (contact chatters sample to sample), in the world frame
         win_w_ns = int(cfg.wrench_window_s * 1e9)
         sim_w = self._wrench["sim"].window_mean(t - win_w_ns, t)
         real_w = self._wrench["real"].window_mean(t - win_w_ns, t)
-        wrench_valid = bool(np.all(np.isfinite(sim_w)) and np.all(np.isfinite(real_w)))
+        wrench_valid = bool(np.isfinite(sim_w).all() and np.isfinite(real_w).all())
         world = {}
         rots = {side: ee[side][3:] for side in SIDES}
-        ok = {side: bool(np.all(np.isfinite(r)) and np.linalg.norm(r) > 0) for side, r in rots.items()}
+        ok = {side: bool(np.isfinite(r).all() and _norm(r) > 0) for side, r in rots.items()}
         for side, w in (("sim", sim_w), ("real", real_w)):
             # Both forces go to the world frame, or neither: with one side's pose missing (late),
             # the other's orientation stands in (the arms agree closely; a disagreement shows
             # in the joints), so a frame mix-up never reads as a force residual.
             rot = rots[side] if ok[side] else rots["real" if side == "sim" else "sim"]
-            if (ok["sim"] or ok["real"]) and np.all(np.isfinite(w[:3])):
+            if (ok["sim"] or ok["real"]) and np.isfinite(w[:3]).all():
                 world[side] = _quat_to_matrix(rot) @ w[:3]
             else:
                 world[side] = w[:3].copy()
         # Without any orientation both stay in the sensor frame, with a tool weight of its own.
         frame = "world" if ok["sim"] or ok["real"] else "sensor"
-        if np.all(np.isfinite(world["sim"])):
+        if np.isfinite(world["sim"]).all():
             if self._tool_weight[frame] is None:
                 self._tool_weight[frame] = world["sim"].copy()
-            elif np.linalg.norm(world["sim"] - self._tool_weight[frame]) < cfg.contact_release_n:
+            elif _norm(world["sim"] - self._tool_weight[frame]) < cfg.contact_release_n:
                 a = min(1.0, dt_s / cfg.tool_weight_tau_s)
                 self._tool_weight[frame] = (1 - a) * self._tool_weight[frame] + a * world["sim"]
         base = self._tool_weight[frame] if self._tool_weight[frame] is not None else np.zeros(3)
         contact_force = {}
         for side in SIDES:
             fw = world[side]
-            if np.all(np.isfinite(fw)):
-                fn = float(np.linalg.norm(fw - base))
+            if np.isfinite(fw).all():
+                fn = float(_norm(fw - base))
                 contact_force[side] = fn
                 if self._contact[side]:
                     self._contact[side] = fn > cfg.contact_release_n
@@ -977,10 +1364,10 @@ class DivergenceEngine:
         # object creeping away from where the sim has it (relative velocity of the error)
         obj_speed = float("nan")
         sim_obj_speed = float("nan")
-        if np.all(np.isfinite(obj["sim"][:3])):
+        if np.isfinite(obj["sim"][:3]).all():
             past = self._poses[("sim", "object")].sample(t - int(cfg.object_velocity_window_s * 1e9), gap)[:3]
-            if np.all(np.isfinite(past)):
-                sim_obj_speed = float(np.linalg.norm(obj["sim"][:3] - past)) / cfg.object_velocity_window_s
+            if np.isfinite(past).all():
+                sim_obj_speed = float(_norm(obj["sim"][:3] - past)) / cfg.object_velocity_window_s
         if np.isfinite(obj_err):
             err_vec = obj["real"][:3] - obj["sim"][:3]
             self._obj_hist.append((t, err_vec))
@@ -989,12 +1376,12 @@ class DivergenceEngine:
                 self._obj_hist.popleft()
             t_old, e_old = self._obj_hist[0]
             if t - t_old >= lag_ns // 2:
-                obj_speed = float(np.linalg.norm(err_vec - e_old)) / ((t - t_old) * 1e-9)
+                obj_speed = float(_norm(err_vec - e_old)) / ((t - t_old) * 1e-9)
             # How far the object wandered on its own (nothing the sim models touching it).
             if obj_err < cfg.attribution.object_error_m:
                 self._obj_free_drift_m = 0.0
             elif not sim_contact_recent and self._obj_last_err is not None:
-                self._obj_free_drift_m += float(np.linalg.norm(err_vec - self._obj_last_err))
+                self._obj_free_drift_m += float(_norm(err_vec - self._obj_last_err))
             self._obj_last_err = err_vec
         else:
             self._obj_hist.clear()
@@ -1080,8 +1467,8 @@ class DivergenceEngine:
             q_residual_rad=q_res,
             joint_residual_rad=joint_residual,
             effort_residual=effort_residual,
-            force_residual_n=float(np.linalg.norm(self._force_res)),
-            torque_residual_nm=float(np.linalg.norm(self._torque_res)),
+            force_residual_n=float(_norm(self._force_res)),
+            torque_residual_nm=float(_norm(self._torque_res)),
             sim_force_n=contact_force.get("sim", 0.0),
             external_force_n=self._ext_force.copy(),
             wrench_valid=wrench_valid,
@@ -1120,7 +1507,7 @@ class DivergenceEngine:
             self._pending.events.append(rec)
 
         # ledger and run statistics
-        force_norm = float(np.linalg.norm(force_res_vec)) if wrench_valid else float("nan")
+        force_norm = float(_norm(force_res_vec)) if wrench_valid else float("nan")
         energy = residual_energy(q_res if joints_valid else np.zeros(0), force_norm,
                                  cfg.ledger_q_scale_rad, cfg.ledger_force_scale_n)
         self._ledger.add(t, verdict.top, energy)
@@ -1160,15 +1547,15 @@ class DivergenceEngine:
                     stamp_ns=t, sim_force_n=sim_w[:3].copy(), sim_torque_nm=sim_w[3:].copy(),
                     real_force_n=real_w[:3].copy(), real_torque_nm=real_w[3:].copy(),
                     residual_force_n=real_w[:3] - sim_w[:3], residual_torque_nm=torque_res_vec.copy(),
-                    force_residual_norm_n=float(np.linalg.norm(real_w[:3] - sim_w[:3])),
-                    torque_residual_norm_nm=float(np.linalg.norm(torque_res_vec)),
+                    force_residual_norm_n=float(_norm(real_w[:3] - sim_w[:3])),
+                    torque_residual_norm_nm=float(_norm(torque_res_vec)),
                     sim_contact_phase=PHASE_CONTACT if self._contact["sim"] else PHASE_FREE,
                     real_contact_phase=PHASE_CONTACT if self._contact["real"] else PHASE_FREE,
                 ))
         if self._next_pose_ns is None or t >= self._next_pose_ns:
             self._next_pose_ns = t + int(round(1e9 / cfg.pose_rate_hz))
-            if np.all(np.isfinite(ee["sim"])) and np.all(np.isfinite(ee["real"])):
-                has_obj = bool(np.all(np.isfinite(obj["sim"])) and np.all(np.isfinite(obj["real"])))
+            if np.isfinite(ee["sim"]).all() and np.isfinite(ee["real"]).all():
+                has_obj = bool(np.isfinite(obj["sim"]).all() and np.isfinite(obj["real"]).all())
                 rec = PoseDivergenceRecord(
                     stamp_ns=t, sim_ee_position_m=ee["sim"][:3].copy(), sim_ee_orientation_wxyz=ee["sim"][3:].copy(),
                     real_ee_position_m=ee["real"][:3].copy(), real_ee_orientation_wxyz=ee["real"][3:].copy(),
@@ -1214,7 +1601,7 @@ class DivergenceEngine:
         delays = np.arange(0.0, cfg.fit_max_delay_s + 1e-12, cfg.fit_delay_step_s)
         d_ns = (delays * 1e9).astype(np.int64)
         query = (times[None, :] - d_ns[:, None]).ravel()
-        sim = self._joints["sim"].sample(query, self._max_gap_ns)[:, :j].reshape(len(delays), n, j)
+        sim = self._joints["sim"].sample(query, self._max_gap_ns, cols=j).reshape(len(delays), n, j)
         ok = np.all(np.isfinite(real), axis=1) & np.all(np.isfinite(sim), axis=(0, 2))
         if not ok.all():
             # Samples lost on the way (a loaded monitor's queue) leave holes: fit on the rest
@@ -1245,6 +1632,7 @@ class DivergenceEngine:
             return DelayFit(0.0, 1.0, explained, math.sqrt(sst / r0.size), math.sqrt(max(0.0, total[best]) / r0.size),
                             friction_explained)
         self._fit_delays.append(float(delays[best]))
+        self._fit_count += 1
         if len(self._fit_delays) > 2000:
             del self._fit_delays[:1000]
         return DelayFit(float(delays[best]), gain, explained, math.sqrt(sst / r0.size),
@@ -1254,7 +1642,7 @@ class DivergenceEngine:
         """Share of the effort residual a joint friction model (Coulomb + viscous, no offset) explains."""
         qd = sim_full[:, j:2 * j]
         eff = real_full[:, 2 * j:] - sim_full[:, 2 * j:]
-        if not (np.all(np.isfinite(qd)) and np.all(np.isfinite(eff))):
+        if not (np.isfinite(qd).all() and np.isfinite(eff).all()):
             return 0.0
         total = float(np.sum(eff ** 2))
         if total <= 0:
@@ -1271,8 +1659,11 @@ class DivergenceEngine:
     def _latency(self) -> tuple[float, float]:
         if not self._fit_delays:
             return 0.0, 0.0
-        arr = np.asarray(self._fit_delays)
-        return float(np.median(arr)), float(np.std(arr))
+        # Asked at every analysis time; the delays change only when a fit adds one.
+        if self._latency_cache is None or self._latency_cache[0] != self._fit_count:
+            arr = np.asarray(self._fit_delays)
+            self._latency_cache = (self._fit_count, (float(np.median(arr)), float(np.std(arr))))
+        return self._latency_cache[1]
 
     def _offset(self) -> tuple[float, float]:
         sim, real = self._clock["sim"], self._clock["real"]

@@ -340,13 +340,15 @@ class StreamHealth:
 
         jitter = HealthFlag("stamp_jitter")
         if len(self._stamp_intervals_s) >= cfg.jitter_window // 4 and period is not None:
-            iv = np.asarray(self._stamp_intervals_s)
-            mad_ratio = float(np.median(np.abs(iv - np.median(iv)))) / period
-            backwards = int(np.sum(iv <= 0))
-            if mad_ratio > cfg.jitter_mad_ratio or backwards > 0.05 * iv.size:
+            iv = self._stamp_intervals_s
+            # Sorting short deques beats np.median's overhead (same values: see _median).
+            center = _median(iv)
+            mad_ratio = _median([abs(x - center) for x in iv]) / period
+            backwards = sum(1 for x in iv if x <= 0)
+            if mad_ratio > cfg.jitter_mad_ratio or backwards > 0.05 * len(iv):
                 delay_std = float(np.std(np.asarray(self._delays_s)))
                 jitter.active = True
-                jitter.severity = _clip01(max(mad_ratio / (4 * cfg.jitter_mad_ratio), backwards / iv.size))
+                jitter.severity = _clip01(max(mad_ratio / (4 * cfg.jitter_mad_ratio), backwards / len(iv)))
                 jitter.evidence = {"interval_mad_over_period": f"{mad_ratio:.3f}",
                                    "delay_std_s": f"{delay_std:.4f}", "backwards_stamps": str(backwards)}
         out.append(jitter)
@@ -421,3 +423,120 @@ class BiasDriftTracker:
             out.severity = _clip01(drift / self.full_scale_n)
             out.evidence = {"bias_n": np.array2string(self.drift_n, precision=2)}
         return out
+
+
+@dataclass
+class HealthMarks:
+    """Marks :meth:`StreamHealth.add` would record for a whole stream fed from the start:
+    per mark its row, kind and value, in feed order (``kinds`` and ``values`` lists)."""
+
+    rows: np.ndarray
+    kinds: list[str]
+    values: list[float]
+
+
+def plan_marks(config: FeatureConfig, values: np.ndarray) -> HealthMarks:
+    """The nonfinite, saturation and repeat marks of rows ``values`` (n, w) fed in order
+    to a fresh :class:`StreamHealth`, computed on whole columns (same rules as ``add``)."""
+    v = np.asarray(values, dtype=float)
+    n = v.shape[0]
+    finite = np.isfinite(v)
+    all_finite = finite.all(axis=1)
+    idx = np.arange(n)
+    same = np.zeros_like(finite)
+    if n > 1:
+        same[1:] = v[1:] == v[:-1]
+    all_same = same.all(axis=1)
+    all_same[0] = False
+
+    def run_length(cond: np.ndarray) -> np.ndarray:
+        # Length of the run of True ending at each row (along axis 0).
+        shape = (-1,) + (1,) * (cond.ndim - 1)
+        last_false = np.maximum.accumulate(np.where(cond, -1, idx.reshape(shape)), axis=0)
+        return np.where(cond, idx.reshape(shape) - last_false, 0)
+
+    repeat_run = run_length(all_same & all_finite)
+    pinned = same & (v != 0) & finite
+    pinned[0] = False
+    saturated = np.zeros(n, dtype=bool)
+    if n > 1 and v.shape[1]:
+        saturated[1:] = ~all_same[1:] & (run_length(pinned).max(axis=1)[1:] >= config.saturation_samples)
+    repeat = repeat_run + 1 >= config.frozen_samples
+    rows: list[int] = []
+    kinds: list[str] = []
+    vals: list[float] = []
+    frac = np.mean(~finite, axis=1) if v.shape[1] else np.zeros(n)
+    for i in np.flatnonzero(~all_finite | saturated | repeat).tolist():
+        if not all_finite[i]:
+            rows.append(i), kinds.append("nonfinite"), vals.append(float(frac[i]))
+        if saturated[i]:
+            rows.append(i), kinds.append("saturation"), vals.append(1.0)
+        if repeat[i]:
+            rows.append(i), kinds.append("repeat"), vals.append(float(repeat_run[i] + 1))
+    return HealthMarks(np.asarray(rows, dtype=np.int64), kinds, vals)
+
+
+def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stamps: list[int], recvs: list[int],
+                times: list[int], values: np.ndarray) -> None:
+    """Feed rows lo..hi-1 of a planned stream: the same state as ``add`` per row.
+
+    ``stamps``, ``recvs`` and ``times`` are whole-stream lists, ``values`` the rows; the
+    stream's times must be non-decreasing (then trimming once per block equals trimming
+    per row).
+    """
+    if hi <= lo:
+        return
+    cfg = health.config
+    dropout, min_period, memory_s = cfg.dropout_periods, cfg.min_period_s, cfg.burst_memory_s
+    stamp_iv, intervals, delays, gaps = health._stamp_intervals_s, health._intervals_s, health._delays_s, health._gaps
+    # The tracker's state in locals (written back below): this loop runs per sample.
+    last_stamp, last_recv, last_time = health._last_stamp_ns, health._last_recv_ns, health._last_time_ns
+    cache, since = health._period_cache, health._since_period
+    burst_ns, burst_at = health._burst_silence_ns, health._burst_at_ns
+    for i in range(lo, hi):
+        stamp, recv, t = stamps[i], recvs[i], times[i]
+        if last_stamp is not None:
+            ds = (stamp - last_stamp) * 1e-9
+            stamp_iv.append(ds)
+            if ds > 0:
+                period = None
+                if intervals:  # period_s
+                    if cache is None or since >= 16:
+                        cache, since = max(min_period, _median(intervals)), 0
+                    period = cache
+                if period is None or ds < dropout * period:
+                    intervals.append(ds)
+                    since += 1
+        delays.append((recv - stamp) * 1e-9)
+        if last_recv is None:
+            health._first_recv_ns = last_recv = recv
+        else:
+            silence_ns = recv - last_recv
+            if last_stamp is not None and silence_ns > 4 * (stamp - last_stamp) > 0:
+                decayed = 0  # burst_silence_ns(recv)
+                if burst_ns:
+                    decayed = int(burst_ns * 0.5 ** ((max(0, recv - burst_at) * 1e-9) / memory_s))
+                if silence_ns > decayed:
+                    burst_ns, burst_at = silence_ns, recv
+            if recv > last_recv:
+                last_recv = recv
+        last_stamp = stamp
+        if last_time is not None:
+            if intervals:  # period_s
+                if cache is None or since >= 16:
+                    cache, since = max(min_period, _median(intervals)), 0
+                if t - last_time > dropout * cache * 1e9:
+                    gaps.append((last_time, t))
+            if t > last_time:
+                last_time = t
+        else:
+            last_time = t
+    health._last_stamp_ns, health._last_recv_ns, health._last_time_ns = last_stamp, last_recv, last_time
+    health._period_cache, health._since_period = cache, since
+    health._burst_silence_ns, health._burst_at_ns = burst_ns, burst_at
+    health.sample_count += hi - lo
+    a, b = np.searchsorted(marks.rows, [lo, hi]).tolist()
+    for k in range(a, b):
+        health._marks.append((times[int(marks.rows[k])], marks.kinds[k], marks.values[k]))
+    health._last_values = values[hi - 1]
+    health._trim(times[hi - 1])

@@ -39,7 +39,9 @@ from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs import msg as viz_msgs
 
 import sim_real_bridge.msg as srb_msgs
+from sim_real_bridge.capture.bag_writer import BagWriter
 from sim_real_bridge.capture.failure_capture import FailureCapture
+from sim_real_bridge.capture.typestore import build_typestore
 from sim_real_bridge.conversions import cdr
 from sim_real_bridge.conversions import divergence_msgs as convert
 from sim_real_bridge.conversions.robot_msgs import (
@@ -58,6 +60,9 @@ from sim_real_bridge.ros.filters import message_filters
 from sim_real_bridge.ros.qos import OUTPUT_QOS
 
 NODE_NAME = "divergence_monitor"
+#: Where the input recording and snapshots keep the engine's tick times (log time = stamp = now).
+TICKS_TOPIC = "/divergence_monitor/ticks"
+TICKS_TYPE = "builtin_interfaces/msg/Time"
 SUMMARY_FILE = "monitor_summary.json"
 LEVELS = {0: OK, 1: WARN, 2: ERROR, 3: STALE}
 
@@ -98,6 +103,9 @@ NODE_PARAMETERS: dict[str, tuple[Any, str]] = {
     "max_joints": (64, "A joint_states message with more joints than this is refused as oversized."),
     "max_future_s": (5.0, "A stamp this far ahead of the receive time is refused (same clock only)."),
     "stamps_on_node_clock": (True, "Both sides stamp on this node's clock, so future stamps can be checked."),
+    "record_inputs_path": ("", "Bag directory to record every input message to, as received (log time = "
+                               "this node's receive time), and the analysis ticks, so replay repeats this "
+                               "run's analysis; empty: off."),
 }
 
 
@@ -178,6 +186,11 @@ class DivergenceMonitor(Node):
         self._logged_once: set[tuple[str, str]] = set()
 
         self._status: dict[str, StreamStatus] = {}
+        self._inputs_bag: BagWriter | None = None
+        if param("record_inputs_path"):
+            self._inputs_bag = BagWriter(Path(param("record_inputs_path")).expanduser().resolve(), build_typestore())
+            self._inputs_bag.open()
+            self._inputs_bag.add_topic(TICKS_TOPIC, TICKS_TYPE)
         self._subscribers = []
         self._drain_sources: list[tuple[Any, Any]] = []
         stale_periods = float(param("stale_periods"))
@@ -190,6 +203,8 @@ class DivergenceMonitor(Node):
                     continue
                 resolved = self.resolve_topic_name(topic)
                 self._status[resolved] = StreamStatus(resolved, stale_periods=stale_periods)
+                if self._inputs_bag is not None:
+                    self._inputs_bag.add_topic(resolved, type_name)
                 qos = COMMAND_QOS if stream == "joint_trajectory" else INPUT_QOS
                 subscriber = message_filters.Subscriber(self, msg_type, topic, qos_profile=qos, raw=True)
                 handle = self._input_callback(side, stream, resolved, msg_type, type_name)
@@ -251,6 +266,8 @@ class DivergenceMonitor(Node):
             self._latest_input_ns = max(self._latest_input_ns, recv_ns)
             if self._capture is not None:
                 self._capture.add_message(topic, type_name, recv_ns, data)
+            if self._inputs_bag is not None:
+                self._record_input(topic, recv_ns, data)
             try:
                 try:
                     msg = reader(data) if reader is not None else deserialize_message(data, msg_type)
@@ -270,6 +287,26 @@ class DivergenceMonitor(Node):
                 self._on_tick()
 
         return on_message
+
+    def _record_input(self, topic: str, recv_ns: int, data: bytes) -> None:
+        """Write one input as received; a failing bag stops recording, never the analysis."""
+        try:
+            self._inputs_bag.write(topic, recv_ns, data)  # type: ignore[union-attr]
+        except SnapshotError as error:
+            self.get_logger().error(f"input recording stopped: {error}")
+            self._inputs_bag.abort()  # type: ignore[union-attr]
+            self._inputs_bag = None
+
+    def _note_tick(self, now_ns: int) -> None:
+        """Keep the engine's tick time with the inputs (recording, snapshots): replay then
+        ticks when this node did, which matters where a stream stalled."""
+        if self._inputs_bag is None and self._capture is None:
+            return
+        data = cdr.time_message(now_ns)
+        if self._inputs_bag is not None:
+            self._record_input(TICKS_TOPIC, now_ns, data)
+        if self._capture is not None:
+            self._capture.add_message(TICKS_TOPIC, TICKS_TYPE, now_ns, data)
 
     def _draining(self, handle: Any) -> Any:
         """Callback that also takes what is queued on every high-rate input (bounded).
@@ -390,7 +427,12 @@ class DivergenceMonitor(Node):
     def _on_tick(self) -> None:
         now_ns = self._now_ns()
         self._publish_snapshot_notice()
-        self._publish(self._engine.tick(now_ns), now_ns)
+        before = (self._engine.analysis_count, self._engine.next_grid_ns)
+        out = self._engine.tick(now_ns)
+        if (self._engine.analysis_count, self._engine.next_grid_ns) != before:
+            # Only ticks that analysed or skipped ahead change the engine: replay needs those.
+            self._note_tick(now_ns)
+        self._publish(out, now_ns)
         if self._capture is not None:
             for result in self._capture.poll(now_ns):
                 if result.error is not None:
@@ -439,6 +481,7 @@ class DivergenceMonitor(Node):
             return self._output_dir / SUMMARY_FILE
         self._finished = True
         now_ns = self._now_ns()
+        self._note_tick(now_ns)
         out = self._engine.finish(now_ns)
         for record in out.events:
             self._on_event(record, now_ns)
@@ -446,6 +489,12 @@ class DivergenceMonitor(Node):
             for result in self._capture.close():
                 if result.error is not None:
                     self._snapshot_failed(str(result.error), now_ns)
+        if self._inputs_bag is not None:
+            try:
+                self._inputs_bag.close()
+            except SnapshotError as error:
+                self.get_logger().error(f"input recording lost: {error}")
+            self._inputs_bag = None
         summary = self._engine.run_summary()
         for event in summary["events"]:
             event["snapshot"] = self._snapshot_paths.get(event["id"], "")

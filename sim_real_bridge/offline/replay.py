@@ -341,6 +341,15 @@ def _read_truth(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns: 
     return collector, scenario
 
 
+def _read_ticks(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns: int | None) -> np.ndarray | None:
+    """The live monitor's tick times, when the bag recorded them (``demo --record``)."""
+    topic = config.ticks_topic
+    if not topic or topic not in bags.topics() or bags.topics()[topic].message_count == 0:
+        return None
+    times = np.array([log_ns for log_ns, _ in bags.iter_messages(topic, start_ns, stop_ns)], dtype=np.int64)
+    return times if times.size else None
+
+
 # --------------------------------------------------------------------------- outputs
 def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world",
                           markers_period_s: float | None = 0.1) -> Path:
@@ -352,6 +361,7 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
     """
     from sim_real_bridge.capture.bag_writer import BagWriter
     from sim_real_bridge.capture.typestore import build_typestore
+    from sim_real_bridge.conversions import cdr
     from sim_real_bridge.conversions import divergence_msgs as convert
     from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN
 
@@ -378,16 +388,14 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
                 msg = convert.divergence_summary_msg(srb, key_value, rec)
                 bag.write("/divergence/summary", rec.stamp_ns, ser(msg, DIVERGENCE_TOPICS["/divergence/summary"]))
                 s_index += 1
+            # The high-rate records go straight to CDR (same bytes as the message path).
             for rec in out.joints:
-                bag.write("/divergence/joints", now,
-                          ser(convert.joint_divergence_msg(srb, rec), DIVERGENCE_TOPICS["/divergence/joints"]))
+                bag.write("/divergence/joints", now, cdr.joint_divergence_cdr(rec))
             for rec in out.poses:
                 latest_pose = rec
-                bag.write("/divergence/pose", now, ser(convert.pose_divergence_msg(srb, rec, pose_frame_id),
-                                                       DIVERGENCE_TOPICS["/divergence/pose"]))
+                bag.write("/divergence/pose", now, cdr.pose_divergence_cdr(rec, pose_frame_id))
             for rec in out.contacts:
-                bag.write("/divergence/contact", now,
-                          ser(convert.contact_residual_msg(srb, rec), DIVERGENCE_TOPICS["/divergence/contact"]))
+                bag.write("/divergence/contact", now, cdr.contact_residual_cdr(rec))
             for rec in out.events:
                 if rec.action == ACTION_OPEN:
                     open_categories[rec.id] = rec.category
@@ -490,10 +498,12 @@ def replay_run(run: RunSpec, config: ReplayConfig, out_dir: Path | str,
                 stop_ns = first + int(config.window_s[1] * 1e9)
             streams, wanted = _read_streams(bags, config, start_ns, stop_ns, warnings)
             truth_collector, scenario = _read_truth(bags, config, start_ns, stop_ns)
+            tick_times = _read_ticks(bags, config, start_ns, stop_ns)
             labels_text = ", ".join(bags.labels)
         outcome = replay_columns(
             streams, config.engine_config(), config.intake, config.tick_period_s,
             1.0 / config.summary_rate_hz, {k: v for k, v in wanted.items()}, on_progress,
+            tick_times_ns=tick_times,
         )
         engine = outcome.engine
         run_summary = engine.run_summary()

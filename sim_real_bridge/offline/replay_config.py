@@ -68,6 +68,8 @@ class ReplayConfig:
     Attributes:
         sim_topics, real_topics: stream -> bag topic ("" disables an optional stream).
         injections_topic: the stand-in's labels; "" ignores them.
+        ticks_topic: the live monitor's tick times (in bags of ``demo --record``);
+            when the bag has them, replay ticks then; "" ignores them.
         tick_period_s: analysis tick period on the log-time clock (the live timer).
         summary_rate_hz, markers_rate_hz: rates of /divergence/summary and markers.
         pose_frame_id: frame of the poses in PoseDivergence and markers.
@@ -79,6 +81,7 @@ class ReplayConfig:
     sim_topics: Mapping[str, str] = field(default_factory=lambda: _default_topics("sim"))
     real_topics: Mapping[str, str] = field(default_factory=lambda: _default_topics("real"))
     injections_topic: str = "/reality/injections"
+    ticks_topic: str = "/divergence_monitor/ticks"
     tick_period_s: float = 0.02
     summary_rate_hz: float = 1.0
     markers_rate_hz: float = 10.0
@@ -161,7 +164,7 @@ def replay_config_from_dict(values: Mapping[str, Any], source: str = "<memory>")
             frames[rest] = "" if value is None else str(value)
         elif head == "engine" and rest:
             engine[rest] = value
-        elif key == "injections_topic":
+        elif key in ("injections_topic", "ticks_topic"):
             kwargs[key] = _resolve(value or "", f"{source}: {key}")
         elif key in ("tick_period_s", "summary_rate_hz", "markers_rate_hz"):
             kwargs[key] = _positive(value, f"{source}: {key}")

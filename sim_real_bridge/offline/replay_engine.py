@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from sim_real_bridge.core import intake, validation
-from sim_real_bridge.core.engine import DivergenceEngine, EngineConfig, SummaryRecord, TickOutput
+from sim_real_bridge.core.engine import ColumnStream, DivergenceEngine, EngineConfig, SummaryRecord, TickOutput
 from sim_real_bridge.errors import ConfigError
 
 
@@ -152,6 +152,8 @@ def replay_columns(
     topic_names: Mapping[tuple[str, str], str] | None = None,
     on_progress: Callable[[float], None] | None = None,
     vectorized_intake: bool = True,
+    column_ingest: bool = True,
+    tick_times_ns: np.ndarray | None = None,
 ) -> ReplayOutcome:
     """Feed columns to a fresh engine in log-time order, ticking like the live node.
 
@@ -172,6 +174,13 @@ def replay_columns(
         vectorized_intake: run the intake checks on whole columns first (same
             reasons, same order of engine calls as :mod:`~sim_real_bridge.core.intake`
             per message, which ``False`` uses; the tests hold the two equal).
+        column_ingest: feed the engine whole columns between ticks
+            (:meth:`DivergenceEngine.plan_columns`: same engine state at every tick,
+            far cheaper) when the streams allow it; else, or with ``False``, row by row.
+        tick_times_ns: the live monitor's own tick times (recorded with its inputs by
+            ``demo --record``): tick exactly then, each after the rows received up to
+            it, instead of every ``tick_period_s``; the replay then repeats the live
+            analysis even where it depended on when the monitor ticked (stalls, load).
 
     Returns:
         ReplayOutcome with non-empty tick outputs as (tick ns, output).
@@ -203,6 +212,14 @@ def replay_columns(
     ids = np.concatenate(id_parts)
     rows = np.concatenate(row_parts)
     order = np.lexsort((rows, ids, recv_all))
+    ticks = None if tick_times_ns is None else np.sort(np.asarray(tick_times_ns, dtype=np.int64))
+    if column_ingest and vectorized_intake:
+        planned = _plan_columns(engine, config, streams, order, [r.size for r in recv_parts], topic_names)
+        if planned is not None:
+            _replay_planned(engine, outcome, planned, recv_all[order], period_ns, summary_ns, on_progress, ticks)
+            return outcome
+    tick_list = None if ticks is None else ticks.tolist()
+    k_tick = 0
     recv_list = recv_all[order].tolist()
     id_list = ids[order].tolist()
     row_list = rows[order].tolist()
@@ -277,11 +294,16 @@ def replay_columns(
     step = max(1, total // 100)
     for n in range(total):
         recv = recv_list[n]
-        if next_tick is None:
-            next_tick = (recv // period_ns + 1) * period_ns
-        while recv >= next_tick:
-            tick(next_tick)
-            next_tick += period_ns
+        if tick_list is not None:
+            while k_tick < len(tick_list) and tick_list[k_tick] < recv:
+                tick(tick_list[k_tick])
+                k_tick += 1
+        else:
+            if next_tick is None:
+                next_tick = (recv // period_ns + 1) * period_ns
+            while recv >= next_tick:
+                tick(next_tick)
+                next_tick += period_ns
         k = id_list[n]
         row = row_list[n]
         problem = feeders[k](row, recv)
@@ -305,12 +327,140 @@ def replay_columns(
     while next_tick is not None and next_tick <= recv_list[-1]:
         tick(next_tick)
         next_tick += period_ns
+    if tick_list is not None:
+        for t in tick_list[k_tick:]:
+            tick(t)
     final = engine.finish()
     if final.joints or final.poses or final.contacts or final.events:
         outcome.ticks.append((recv_list[-1], final))
     if on_progress is not None:
         on_progress(1.0)
     return outcome
+
+
+# --------------------------------------------------------------------------- column ingest
+def _count(problems: dict[str, dict[str, int]], topic: str, reasons: Sequence[str]) -> None:
+    for reason in reasons:
+        counts = problems.setdefault(topic, {})
+        counts[reason] = counts.get(reason, 0) + 1
+
+
+def _plan_columns(engine: DivergenceEngine, config: intake.IntakeConfig, streams: Sequence[Stream],
+                  order: np.ndarray, sizes: list[int],
+                  topic_names: Mapping[tuple[str, str], str]) -> dict[str, dict[str, int]] | None:
+    """Intake checks on whole columns, then :meth:`DivergenceEngine.plan_columns`.
+
+    Returns the problem counts per topic (as the row-by-row loop counts them), or None
+    when the streams need the row-by-row path (the engine is then untouched).
+    """
+    seq_all = np.empty(order.size, dtype=np.int64)
+    seq_all[order] = np.arange(order.size)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    columns: list[ColumnStream] = []
+    problems: dict[str, dict[str, int]] = {}
+    known: tuple[str, ...] | None = None
+    for k, stream in enumerate(streams):
+        seq = seq_all[offsets[k]:offsets[k + 1]]
+        recv = np.asarray(stream.recv_ns, dtype=np.int64)
+        if isinstance(stream, CommandStream):
+            commands = list(zip(stream.start_ns, stream.joint_names, stream.points))
+            columns.append(ColumnStream(stream.side, "command", recv, seq, recv, commands=commands))
+            continue
+        stamps = np.asarray(stream.stamp_ns, dtype=np.int64)
+        reasons = _stamp_reasons(config, stamps, recv)
+        flagged = np.zeros(recv.size, dtype=bool)
+        if isinstance(stream, JointStream):
+            name, topic_key = "joint_states", (stream.side, "joint_states")
+            names = tuple(stream.names)
+            reason = _static_joint_reason(names, len(names), config.limits)
+            if reason is None and recv.size:
+                empty = np.zeros(len(names))
+                reason = validation.check_joint_state(names, empty, empty, empty, known, config.limits)
+                known = known or tuple(str(x) for x in names)
+            if reason:
+                return None  # every row refused: rare, left to the row-by-row path
+            values = np.concatenate([stream.position, stream.velocity, stream.effort], axis=1)
+            flagged = _non_finite(stream.position, _sent(stream.velocity), _sent(stream.effort))
+        elif isinstance(stream, WrenchStream):
+            name, topic_key = "wrench", (stream.side, "wrench")
+            frame = _frame_reasons(stream.frame_ids, config.expected_frames.get("wrench", ""), recv.size)
+            reasons = np.where(reasons == "", frame, reasons)
+            values = np.concatenate([stream.force_n, stream.torque_nm], axis=1)
+            flagged = _non_finite(stream.force_n, stream.torque_nm)
+        elif isinstance(stream, PoseStream):
+            name, topic_key = stream.stream, (stream.side, stream.stream)
+            frame = _frame_reasons(stream.frame_ids, config.expected_frames.get("pose", ""), recv.size)
+            reasons = np.where(reasons == "", frame, reasons)
+            bad = _non_finite(stream.position_m, stream.orientation_wxyz)
+            reasons = np.where((reasons == "") & bad, validation.NON_FINITE, reasons)
+            values = np.concatenate([stream.position_m, stream.orientation_wxyz], axis=1)
+        else:
+            raise ConfigError(f"unknown stream type {type(stream).__name__}")
+        if values.shape[0] != recv.size:
+            raise ConfigError(f"stream {k} ({stream.side} {name}): {values.shape[0]} rows for {recv.size} times")
+        accepted = reasons == ""
+        topic = topic_names.get(topic_key, f"{topic_key[0]}/{topic_key[1]}")
+        # Problems in row order, as the row-by-row loop counts them.
+        acc_stamps = stamps[accepted]
+        backwards = np.zeros(acc_stamps.size, dtype=bool)
+        backwards[1:] = acc_stamps[1:] < acc_stamps[:-1]
+        row_problem = np.full(recv.size, "", dtype=object)
+        row_problem[~accepted] = reasons[~accepted]
+        acc_problem = np.where(flagged[accepted], validation.NON_FINITE,
+                               np.where(backwards, validation.STAMP_BACKWARDS, ""))
+        row_problem[accepted] = acc_problem
+        _count(problems, topic, [r for r in row_problem.tolist() if r])
+        columns.append(ColumnStream(
+            stream.side, name, recv[accepted], seq[accepted], stamps[accepted], values[accepted],
+            names=tuple(stream.names) if isinstance(stream, JointStream) else (),
+            refused_recv_ns=recv[~accepted], refused_reasons=reasons[~accepted].tolist(),
+        ))
+    if not engine.plan_columns(columns):
+        return None
+    return problems
+
+
+def _replay_planned(engine: DivergenceEngine, outcome: ReplayOutcome, problems: dict[str, dict[str, int]],
+                    recv_sorted: np.ndarray, period_ns: int, summary_ns: int | None,
+                    on_progress: Callable[[float], None] | None, ticks: np.ndarray | None = None) -> None:
+    """The tick loop of :func:`replay_columns` over planned columns: before each tick,
+    every row received before it (recorded ticks: up to it); after the last tick, the
+    rest; then finish."""
+    outcome.problems = problems
+    outcome.message_count = int(recv_sorted.size)
+    first, last = int(recv_sorted[0]), int(recv_sorted[-1])
+    outcome.first_recv_ns, outcome.last_recv_ns = first, last
+    next_summary: int | None = None
+    if ticks is None:
+        start = (first // period_ns + 1) * period_ns
+        schedule = range(start, last + 1, period_ns) if start <= last else range(0)
+        fed_through = 0  # rows received before the tick
+    else:
+        schedule = ticks.tolist()
+        fed_through = 1  # rows received up to the tick
+    total = max(1, len(schedule))
+    step = max(1, total // 100)
+    n = 0
+    for tick_ns in schedule:
+        engine.feed_columns(tick_ns + fed_through)
+        out = engine.tick(tick_ns)
+        if out.joints or out.poses or out.contacts or out.events:
+            outcome.ticks.append((tick_ns, out))
+        if summary_ns is not None:
+            if next_summary is None:
+                next_summary = tick_ns + summary_ns
+            elif tick_ns >= next_summary:
+                outcome.summaries.append(engine.summary(tick_ns))
+                next_summary += summary_ns
+        n += 1
+        if on_progress is not None and n % step == 0:
+            on_progress(min(1.0, n / total))
+    engine.feed_columns(None)
+    final = engine.finish()
+    if final.joints or final.poses or final.contacts or final.events:
+        outcome.ticks.append((last, final))
+    if on_progress is not None:
+        on_progress(1.0)
 
 
 # --------------------------------------------------------------------------- vectorized intake

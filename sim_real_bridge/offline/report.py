@@ -138,7 +138,10 @@ class _Page:
     def add(self, section: str, fragment: str) -> None:
         self.body[section].append(fragment)
 
-    def figure(self, section: str, fig: go.Figure, height: int) -> None:
+    def figure(self, section: str, fig: go.Figure, height: int,
+               shapes: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Add a figure; ``shapes`` are appended to its layout as plain dicts (plotly's
+        per-shape validation costs more than the rest of the report)."""
         self._n_figs += 1
         fig_id = f"fig-{section}-{self._n_figs}"
         fig.update_layout(
@@ -149,7 +152,12 @@ class _Page:
         fig.update_xaxes(showgrid=True, gridcolor="#eeeeee", zeroline=False, linecolor="#999", showline=True)
         fig.update_yaxes(showgrid=True, gridcolor="#eeeeee", zeroline=False, linecolor="#999", showline=True,
                          automargin=True)
-        spec = pio.to_json(fig, validate=False)
+        if shapes:
+            spec_dict = fig.to_plotly_json()
+            spec_dict["layout"]["shapes"] = list(spec_dict["layout"].get("shapes", ())) + list(shapes)
+            spec = pio.to_json(spec_dict, validate=False)
+        else:
+            spec = pio.to_json(fig, validate=False)
         self.add(
             section,
             f'<div class="plot" id="{fig_id}" style="height:{height}px"></div>'
@@ -208,14 +216,25 @@ def _event_end(ev: Mapping[str, Any], duration_s: float) -> float:
     return float(duration_s) if end is None else float(end)
 
 
-def _shade_events(fig: go.Figure, events: Sequence[Mapping[str, Any]], duration_s: float, rows: int) -> None:
-    """Shade each event's window in its category colour on every row of a time figure."""
+def _shade_events(fig: go.Figure, events: Sequence[Mapping[str, Any]], duration_s: float,
+                  rows: int) -> list[dict[str, Any]]:
+    """Shapes shading each event's window in its category colour on every row of a time
+    figure (what ``add_vrect`` draws), for :meth:`_Page.figure`."""
+    refs = []
+    for row in range(1, rows + 1):
+        sub = fig.get_subplot(row, 1)
+        x_ref = sub.xaxis.plotly_name.replace("axis", "")
+        y_ref = sub.yaxis.plotly_name.replace("axis", "")
+        refs.append((x_ref, f"{y_ref} domain"))
+    shapes = []
     for ev in events:
         start = float(ev["start_s"])
         end = max(_event_end(ev, duration_s), start + 1e-3 * max(duration_s, 1.0))
-        for row in range(1, rows + 1):
-            fig.add_vrect(x0=start, x1=end, fillcolor=category_color(str(ev["category"])), opacity=0.15,
-                          line_width=0, layer="below", row=row, col=1)
+        for x_ref, y_ref in refs:
+            shapes.append({"type": "rect", "x0": start, "x1": end, "y0": 0, "y1": 1, "xref": x_ref, "yref": y_ref,
+                           "fillcolor": category_color(str(ev["category"])), "opacity": 0.15,
+                           "line": {"width": 0}, "layer": "below"})
+    return shapes
 
 
 def _time_trace(t_s: np.ndarray, y: np.ndarray, max_points: int, **kwargs: Any) -> go.Scatter:
@@ -274,10 +293,10 @@ def _joints(page: _Page, data: RunReportData, max_points: int) -> None:
                 ), row=row, col=1)
             fig.update_yaxes(title_text=label, row=row, col=1)
         fig.update_xaxes(title_text="time (s)", row=len(panels), col=1)
-        _shade_events(fig, data.events, data.duration_s, len(panels))
+        shapes = _shade_events(fig, data.events, data.duration_s, len(panels))
         fig.update_layout(title="Per-joint residual (real minus sim); shaded: events by category")
         page.add("joints", _palette_legend(CATEGORIES))
-        page.figure("joints", fig, 260 * len(panels) + 80)
+        page.figure("joints", fig, 260 * len(panels) + 80, shapes)
     p = data.pose
     if p is not None:
         rows = 2 if p.orientation_error_rad is not None else 1
@@ -290,9 +309,9 @@ def _joints(page: _Page, data: RunReportData, max_points: int) -> None:
                                       name="orientation error (deg)"), row=2, col=1)
             fig.update_yaxes(title_text="EE orientation error (deg)", row=2, col=1)
         fig.update_xaxes(title_text="time (s)", row=rows, col=1)
-        _shade_events(fig, data.events, data.duration_s, rows)
+        shapes = _shade_events(fig, data.events, data.duration_s, rows)
         fig.update_layout(title="End-effector pose error", showlegend=False)
-        page.figure("joints", fig, 220 * rows + 60)
+        page.figure("joints", fig, 220 * rows + 60, shapes)
 
 
 def _box_stats(values: np.ndarray) -> dict[str, float]:
@@ -341,9 +360,9 @@ def _contact(page: _Page, data: RunReportData, max_points: int) -> None:
                                       line={"width": 1.1, "color": colors[ph]}), row=row, col=1)
         fig.update_yaxes(title_text=_esc(label), row=row, col=1)
     fig.update_xaxes(title_text="time (s)", row=len(channels), col=1)
-    _shade_events(fig, data.events, data.duration_s, len(channels))
+    shapes = _shade_events(fig, data.events, data.duration_s, len(channels))
     fig.update_layout(title="Contact residual over time, coloured by phase")
-    page.figure("contact", fig, 230 * len(channels) + 90)
+    page.figure("contact", fig, 230 * len(channels) + 90, shapes)
 
 
 def _timeline(page: _Page, data: RunReportData) -> None:

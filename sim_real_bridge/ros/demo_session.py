@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +160,17 @@ def _score_table(scores: dict[str, Any]) -> Any:
     return table
 
 
+def _merge_recording(inputs_bag: Path, recorder_bag: Path, record_dir: Path) -> None:
+    """One bag at record_dir: the monitor's inputs as it received them, the rest as recorded."""
+    from sim_real_bridge.capture.bag_writer import merge_bags
+    from sim_real_bridge.capture.typestore import build_typestore
+
+    if not (inputs_bag / "metadata.yaml").is_file():
+        raise SimRealBridgeError(f"the divergence monitor wrote no input recording ({inputs_bag})")
+    merge_bags(inputs_bag, recorder_bag, record_dir, build_typestore())
+    shutil.rmtree(inputs_bag.parent, ignore_errors=True)
+
+
 def _start_recorder(node: Any, record_dir: Path, specs: list) -> Any:
     from sim_real_bridge.ros.recorder import TopicRecorder
 
@@ -200,12 +212,26 @@ def run_demo(request: DemoRequest) -> int:
         f"ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']}, output in {out_dir}"
     )
     scenario_path = Path(request.scenario)
+    extra_parameters: dict[str, dict[str, object]] = {}
+    if request.duration_s:
+        # --duration also lengthens the command program (else it ends at duration_s).
+        extra_parameters["task_player"] = {"duration_s": duration_s}
+    inputs_bag = recorder_bag = None
+    if request.record_dir:
+        if Path(request.record_dir).exists():
+            raise SimRealBridgeError(f"cannot record to {request.record_dir}: it exists already")
+        # The monitor records its own inputs with its receive times (what replay must
+        # see to equal live); the demo's recorder adds every other topic.
+        record_work = out_dir / "record_work"
+        shutil.rmtree(record_work, ignore_errors=True)
+        record_work.mkdir()
+        inputs_bag, recorder_bag = record_work / "monitor_inputs", record_work / "graph"
+        extra_parameters["divergence_monitor"] = {"record_inputs_path": str(inputs_bag)}
     options = GraphOptions(
         config_dir=share_path("config"),
         scenario=str(scenario_path.resolve()) if scenario_path.is_file() else scenario.name,
         output_dir=monitor_dir,
-        # --duration also lengthens the command program (else it ends at duration_s).
-        extra_parameters={"task_player": {"duration_s": duration_s}} if request.duration_s else {},
+        extra_parameters=extra_parameters,
     )
     specs = demo_graph(options)
 
@@ -215,7 +241,7 @@ def run_demo(request: DemoRequest) -> int:
     rclpy.init()
     node = rclpy.create_node("sim_real_bridge_demo")
     observer = DemoObserver(node)
-    recorder = _start_recorder(node, request.record_dir, specs) if request.record_dir else None
+    recorder = _start_recorder(node, recorder_bag, specs) if recorder_bag is not None else None
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     runner = GraphRunner(specs, log_dir=out_dir / "logs")
@@ -265,6 +291,8 @@ def run_demo(request: DemoRequest) -> int:
             f"see {out_dir / 'logs' / 'divergence_monitor.log'}"
         )
     monitor_summary = json.loads(monitor_summary_path.read_text())
+    if request.record_dir and inputs_bag is not None and recorder_bag is not None:
+        _merge_recording(inputs_bag, recorder_bag, request.record_dir)
     elapsed_s = min(observer.elapsed(), duration_s)
     truth = observer.labels.truth(elapsed_s)
     events = monitor_summary.get("events", [])

@@ -1,0 +1,55 @@
+"""Direct CDR writers of divergence records give rosbags' serializer's bytes exactly."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sim_real_bridge.capture.typestore import build_typestore
+from sim_real_bridge.conversions import cdr
+from sim_real_bridge.conversions import divergence_msgs as convert
+from sim_real_bridge.core.engine import ContactRecord, JointDivergenceRecord, PoseDivergenceRecord
+
+STORE = build_typestore()
+SRB = convert.rosbags_namespace(STORE)
+RNG = np.random.default_rng(4)
+
+
+def _rosbags(msg: object, msgtype: str) -> bytes:
+    return bytes(STORE.serialize_cdr(msg, msgtype))
+
+
+@pytest.mark.parametrize("joints", [0, 1, 7])
+def test_joint_divergence_bytes(joints: int) -> None:
+    rec = JointDivergenceRecord(
+        stamp_ns=1_700_000_001_234_567_891, names=tuple(f"joint_{i}" * (i + 1) for i in range(joints)),
+        position_residual_rad=RNG.normal(size=joints), velocity_residual_rad_s=np.full(joints, np.nan),
+        effort_residual=RNG.normal(size=joints), clock_offset_s=1e-4, clock_offset_std_s=math.inf,
+        latency_s=0.012, latency_std_s=0.0, latency_compensated=joints == 1)
+    expected = _rosbags(convert.joint_divergence_msg(SRB, rec, "base"), "sim_real_bridge/msg/JointDivergence")
+    assert cdr.joint_divergence_cdr(rec, "base") == expected
+
+
+@pytest.mark.parametrize("frame", ["", "tool0"])
+def test_contact_residual_bytes(frame: str) -> None:
+    v = RNG.normal(size=(6, 3))
+    rec = ContactRecord(1_000_000_007, v[0], v[1], v[2], v[3], v[4], v[5], 1.5, float("nan"), 1, 0)
+    expected = _rosbags(convert.contact_residual_msg(SRB, rec, frame), "sim_real_bridge/msg/ContactResidual")
+    assert cdr.contact_residual_cdr(rec, frame) == expected
+
+
+@pytest.mark.parametrize("has_object", [False, True])
+def test_pose_divergence_bytes(has_object: bool) -> None:
+    q = RNG.normal(size=(4, 4))
+    rec = PoseDivergenceRecord(
+        stamp_ns=5, sim_ee_position_m=RNG.normal(size=3), sim_ee_orientation_wxyz=q[0],
+        real_ee_position_m=RNG.normal(size=3), real_ee_orientation_wxyz=q[1], ee_position_error_m=RNG.normal(size=3),
+        ee_position_error_norm_m=0.2, ee_orientation_error_rad=0.1, has_object=has_object)
+    if has_object:
+        rec.sim_object_position_m, rec.sim_object_orientation_wxyz = RNG.normal(size=3), q[2]
+        rec.real_object_position_m, rec.real_object_orientation_wxyz = RNG.normal(size=3), q[3]
+        rec.object_position_error_norm_m, rec.object_orientation_error_rad = 0.3, 0.4
+    expected = _rosbags(convert.pose_divergence_msg(SRB, rec, "world"), "sim_real_bridge/msg/PoseDivergence")
+    assert cdr.pose_divergence_cdr(rec, "world") == expected
