@@ -65,6 +65,16 @@ def test_vertical_felt_load_is_payload() -> None:
     assert active(f) == {"dynamics": "payload"}
 
 
+def test_a_payload_sagging_the_moving_tool_is_no_obstacle() -> None:
+    # A payload's weight sags the tool ~1 cm while it moves: still a payload, not an obstacle.
+    f = feats(joint_residual_rad=0.007, effort_residual=11.0, external_force_n=np.array([0.5, -1.0, 19.5]),
+              ee_error_m=0.015)
+    assert active(f) == {"dynamics": "payload"}
+    # A vertical load that displaces the tool by centimetres is something in the way.
+    f.ee_error_m = 0.05
+    assert active(f) == {"unauthored": "obstacle"}
+
+
 def test_unfelt_wrist_force_is_sensor_bias() -> None:
     f = feats(effort_residual=0.2, external_force_n=np.array([0.0, 0.0, 3.0]))
     assert active(f) == {"sensor": "ft_bias_drift"}

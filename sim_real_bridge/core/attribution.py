@@ -88,6 +88,9 @@ class AttributionConfig:
             (world frame) is a payload.
         obstacle_ee_error_m: tool position error that, with a felt wrist force, is an
             obstacle.
+        obstacle_vertical_ee_error_m: the same for a vertical felt force (``payload_vertical_cos``):
+            a payload's weight sags the tool by millimetres, more while it moves, so a
+            vertical load is an obstacle only once it displaces the tool this far.
         blocked_speed_ratio: real tip speed below this fraction of the sim's = blocked.
         stall_min_s: a joint stalled this long is a stalled joint.
         object_error_m: object position error (real vs sim) needed for object_slip.
@@ -130,6 +133,7 @@ class AttributionConfig:
     ft_unfelt_force_n: float = 0.8
     payload_vertical_cos: float = 0.9
     obstacle_ee_error_m: float = 0.012
+    obstacle_vertical_ee_error_m: float = 0.036
     blocked_speed_ratio: float = 0.3
     stall_min_s: float = 0.2
     object_error_m: float = 0.0015
@@ -279,9 +283,11 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
                      "joint_residual_rad": f"{f.joint_residual_rad:.4f}", "ee_error_m": f"{f.ee_error_m:.4f}"}
 
         # unmodelled obstacle: the tool is pushed off its path by a force the sim lacks
+        vertical = ext_n > 0 and abs(ext[2]) / ext_n >= cfg.payload_vertical_cos
+        ee_needed = cfg.obstacle_vertical_ee_error_m if vertical else cfg.obstacle_ee_error_m
         if (f.wrench_valid and felt and ext_n >= cfg.human_force_n and np.isfinite(f.ee_error_m)
-                and f.ee_error_m >= cfg.obstacle_ee_error_m):
-            scores["unauthored"] = max(_ramp(ext_n, cfg.human_force_n), _ramp(f.ee_error_m, cfg.obstacle_ee_error_m))
+                and f.ee_error_m >= ee_needed):
+            scores["unauthored"] = max(_ramp(ext_n, cfg.human_force_n), _ramp(f.ee_error_m, ee_needed))
             kinds["unauthored"] = "obstacle"
             cos = 0.0
             if speed_sim > 1e-6 and ext_n > 1e-9:
@@ -316,7 +322,6 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
                     "torque_residual_nm": f"{f.torque_residual_nm:.3f}", "effort_residual": f"{f.effort_residual:.2f}",
                 }
         elif free and loaded:
-            vertical = ext_n > 0 and abs(ext[2]) / ext_n >= cfg.payload_vertical_cos
             if f.wrench_valid and ext_n >= cfg.ft_unfelt_force_n and vertical:
                 scores["dynamics"] = _ramp(ext_n, cfg.ft_unfelt_force_n)
                 kinds["dynamics"] = "payload"
