@@ -67,7 +67,9 @@ class TaskPlayerNode(Node):
             describe("Also wait until each of these topics has a subscriber (the robots' command inputs behind "
                      "the mirror, so that none misses the first command on a slow start); empty: none."),
         )
-        self.declare_parameter("start_delay_s", 2.0, describe("Wait after those subscribers appear, s."))
+        # Seen by this node is not yet matched by the mirror's writers: on a loaded machine
+        # discovery took over 2 s and a robot missed the first command.
+        self.declare_parameter("start_delay_s", 4.0, describe("Wait after those subscribers appear, s."))
         self.declare_parameter(
             "heartbeat_topic", "/command_mirror/heartbeat", describe("std_msgs/Empty liveness topic; empty: none.")
         )
