@@ -184,7 +184,6 @@ class DelayFit:
     explained: float = 0.0
     residual_rms_rad: float = 0.0
     fit_rms_rad: float = 0.0
-    friction_explained: float = 0.0
 
 
 @dataclass

@@ -119,8 +119,6 @@ class EngineConfig:
         bias_threshold_n: bias change that raises ft_bias_drift.
         bias_quiet_residual_rad: joint residual below which the arm counts as unloaded
             for bias learning.
-        friction_velocity_rad_s: velocity scale of the smoothed Coulomb term of the
-            joint friction fit of the effort residual.
         ledger_q_scale_rad: joint residual scale of the ledger energy.
         ledger_force_scale_n: force residual scale of the ledger energy.
         compensate_latency: remove the estimated latency from the published residuals.
@@ -158,7 +156,6 @@ class EngineConfig:
     bias_tau_s: float = 0.5
     bias_threshold_n: float = 1.5
     bias_quiet_residual_rad: float = 0.01
-    friction_velocity_rad_s: float = 0.05
     ledger_q_scale_rad: float = 0.01
     ledger_force_scale_n: float = 2.0
     compensate_latency: bool = False
@@ -1595,9 +1592,7 @@ class DivergenceEngine:
         j = len(self.joint_names or ())
         n = max(8, int(cfg.fit_window_s * cfg.analysis_rate_hz))
         times = t - np.arange(n)[::-1] * self._dt_ns
-        real_full = self._joints["real"].sample(times, self._max_gap_ns)
-        real = real_full[:, :j]
-        sim_full = self._joints["sim"].sample(times, self._max_gap_ns)
+        real = self._joints["real"].sample(times, self._max_gap_ns, cols=j)
         delays = np.arange(0.0, cfg.fit_max_delay_s + 1e-12, cfg.fit_delay_step_s)
         d_ns = (delays * 1e9).astype(np.int64)
         query = (times[None, :] - d_ns[:, None]).ravel()
@@ -1608,13 +1603,12 @@ class DivergenceEngine:
             # when most of the window is there.
             if ok.sum() < FIT_MIN_COVERAGE * n:
                 return None
-            real, real_full, sim_full, sim = real[ok], real_full[ok], sim_full[ok], sim[:, ok]
-        friction_explained = self._friction_share(sim_full, real_full, j)
+            real, sim = real[ok], sim[:, ok]
         motion = float(np.max(np.std(sim[0], axis=0)))
         r0 = real - sim[0]
         sst = float(np.sum(r0 ** 2))
         if sst <= 0:
-            return DelayFit(0.0, 1.0, 1.0, 0.0, 0.0, friction_explained)
+            return DelayFit(0.0, 1.0, 1.0, 0.0, 0.0)
         r = real[None] - sim  # (D, n, J)
         xc = sim - sim.mean(axis=1, keepdims=True)
         rc = r - r.mean(axis=1, keepdims=True)
@@ -1629,32 +1623,13 @@ class DivergenceEngine:
         gain = 1.0 + float(slope[best, worst_joint])
         if motion < cfg.fit_min_motion_rad:
             # Without motion, delay and gain are not identifiable; only an offset is.
-            return DelayFit(0.0, 1.0, explained, math.sqrt(sst / r0.size), math.sqrt(max(0.0, total[best]) / r0.size),
-                            friction_explained)
+            return DelayFit(0.0, 1.0, explained, math.sqrt(sst / r0.size), math.sqrt(max(0.0, total[best]) / r0.size))
         self._fit_delays.append(float(delays[best]))
         self._fit_count += 1
         if len(self._fit_delays) > 2000:
             del self._fit_delays[:1000]
         return DelayFit(float(delays[best]), gain, explained, math.sqrt(sst / r0.size),
-                        math.sqrt(max(0.0, total[best]) / r0.size), friction_explained)
-
-    def _friction_share(self, sim_full: np.ndarray, real_full: np.ndarray, j: int) -> float:
-        """Share of the effort residual a joint friction model (Coulomb + viscous, no offset) explains."""
-        qd = sim_full[:, j:2 * j]
-        eff = real_full[:, 2 * j:] - sim_full[:, 2 * j:]
-        if not (np.isfinite(qd).all() and np.isfinite(eff).all()):
-            return 0.0
-        total = float(np.sum(eff ** 2))
-        if total <= 0:
-            return 0.0
-        x1 = np.tanh(qd / self.config.friction_velocity_rad_s)
-        x2 = qd
-        sse = 0.0
-        for k in range(j):
-            x = np.stack([x1[:, k], x2[:, k]], axis=1)
-            coef, *_ = np.linalg.lstsq(x, eff[:, k], rcond=None)
-            sse += float(np.sum((eff[:, k] - x @ coef) ** 2))
-        return float(max(0.0, 1.0 - sse / total))
+                        math.sqrt(max(0.0, total[best]) / r0.size))
 
     def _latency(self) -> tuple[float, float]:
         if not self._fit_delays:
