@@ -73,7 +73,7 @@ class TruthCollector:
             if start_s <= elapsed_s:
                 row = {"category": entry["category"], "kind": entry["kind"], "start_s": start_s,
                        "end_s": max(start_s, min(entry["end_s"], elapsed_s))}
-                if abs(start_s - entry["start_s"]) > 1e-3:
+                if abs(start_s - entry["start_s"]) > 0.01:
                     row["injected_start_s"] = entry["start_s"]
                 truth.append(row)
         return truth
