@@ -77,6 +77,9 @@ def read_wrench_stamped(data: bytes) -> SimpleNamespace:
         raise ValueError(f"truncated CDR message: {exc}") from exc
 
 
+_NAMES_CACHE: dict[bytes, tuple[str, ...]] = {}
+
+
 def _joint_state(data: bytes) -> SimpleNamespace:
     _check_encapsulation(data)
     header, pos = _read_header(data)
@@ -85,14 +88,31 @@ def _joint_state(data: bytes) -> SimpleNamespace:
     pos += 4
     if count > (len(data) - _HEADER - pos) // 5:
         raise ValueError("bad CDR name count")
-    names = []
+    # A stream's names are the same bytes message after message: decode them once.
+    start = pos
+    end = pos
     for _ in range(count):
-        name, pos = _read_string(data, pos)
-        names.append(name)
+        end = (end + 3) & ~3
+        if _HEADER + end + 4 > len(data):
+            raise ValueError("bad CDR string")
+        (length,) = _U32.unpack_from(data, _HEADER + end)
+        end += 4 + length
+    key = data[_HEADER + start:_HEADER + end]
+    names = _NAMES_CACHE.get(key)
+    if names is None:
+        decoded = []
+        for _ in range(count):
+            name, pos = _read_string(data, pos)
+            decoded.append(name)
+        names = tuple(decoded)
+        if len(_NAMES_CACHE) >= 64:
+            _NAMES_CACHE.clear()
+        _NAMES_CACHE[key] = names
+    pos = end
     position, pos = _read_f64_sequence(data, pos)
     velocity, pos = _read_f64_sequence(data, pos)
     effort, pos = _read_f64_sequence(data, pos)
-    return SimpleNamespace(header=header, name=names, position=position, velocity=velocity, effort=effort)
+    return SimpleNamespace(header=header, name=list(names), position=position, velocity=velocity, effort=effort)
 
 
 def _wrench_stamped(data: bytes) -> SimpleNamespace:

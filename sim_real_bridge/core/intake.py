@@ -71,10 +71,12 @@ def feed_joint_state(
     reason = validation.check_joint_state(names, q_rad, qd_rad_s, effort, engine.joint_names, config.limits)
     if reason:
         return _refuse(engine, side, "joint_states", Problem(reason, True))
-    # An all-NaN velocity or effort array is one the robot did not publish (JointState
-    # allows empty ones); only values that were sent can be non-finite.
-    sent = [a for a in (qd_rad_s, effort) if not np.isnan(np.asarray(a, dtype=float)).all()]
-    flagged = Problem(validation.NON_FINITE, False) if validation.has_non_finite(q_rad, *sent) else None
+    flagged = None
+    if validation.has_non_finite(q_rad, qd_rad_s, effort):
+        # An all-NaN velocity or effort array is one the robot did not publish (JointState
+        # allows empty ones); only values that were sent can be non-finite.
+        sent = [a for a in (qd_rad_s, effort) if not np.isnan(np.asarray(a, dtype=float)).all()]
+        flagged = Problem(validation.NON_FINITE, False) if validation.has_non_finite(q_rad, *sent) else None
     engine.on_joint_state(side, stamp_ns, recv_ns, names, q_rad, qd_rad_s, effort)
     return flagged
 

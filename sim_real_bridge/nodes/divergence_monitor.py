@@ -22,6 +22,7 @@ import gc
 import json
 import os
 import sys
+import time
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -236,7 +237,9 @@ class DivergenceMonitor(Node):
         The engine then sees continuous receive times while the stamps jump, which its
         clock map treats as a clock reset per side (counted, offset re-learnt, no gap).
         """
-        raw_ns = self.get_clock().now().nanoseconds
+        clock = self.get_clock()
+        # Without sim time ROS time is the system clock: read it directly (once per message).
+        raw_ns = clock.now().nanoseconds if clock.ros_time_is_active else time.time_ns()
         if self._last_clock_ns is not None and raw_ns < self._last_clock_ns:
             self._clock_shift_ns += self._last_clock_ns - raw_ns
             self.clock_jumps += 1
