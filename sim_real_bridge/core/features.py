@@ -204,8 +204,11 @@ class StreamHealth:
         if not all_finite:
             self._marks.append((time_ns, "nonfinite", float(np.mean(~finite))))
         prev = self._last_values
-        if prev is not None and prev.shape == values.shape:
-            same = values == prev
+        if prev is not None and prev.shape == values.shape and not (same := values == prev).any():
+            # Every component moved (the usual sample): no repeat, every pinned run ends.
+            self._repeat_run = 0
+            self._component_run = None
+        elif prev is not None and prev.shape == values.shape:
             all_same = bool(same.all())
             self._repeat_run = self._repeat_run + 1 if all_same and all_finite else 0
             run = self._component_run
