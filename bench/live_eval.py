@@ -96,8 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     agg = _aggregate_fn()(results) if results else {}
     per_scenario_delays = [c["median_delay_s"] for r in rows.values() for c in r.get("per_category", {}).values()
                            if c.get("median_delay_s") is not None]
-    per_scenario_f1 = [c["f1"] for name, r in rows.items() for cat, c in r.get("per_category", {}).items()
-                       if c.get("truth")]
+    per_scenario_f1 = [c["f1"] for r in rows.values() for c in r.get("per_category", {}).values() if c.get("truth")]
     if agg:
         agg["worst_scenario_median_delay_s"] = max(per_scenario_delays) if per_scenario_delays else None
         agg["worst_scenario_category_f1"] = min(per_scenario_f1) if per_scenario_f1 else None

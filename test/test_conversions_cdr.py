@@ -36,7 +36,7 @@ def test_joint_state_reader_matches_rclpy(stamp, frame, names, position, velocit
     data = serialize_message(msg)
     fast, msg = cdr.read_joint_state(data), deserialize_message(data, JointState)
     assert (fast.header.stamp.sec, fast.header.stamp.nanosec) == stamp
-    assert fast.header.frame_id == msg.header.frame_id and fast.name == list(msg.name)
+    assert fast.header.frame_id == msg.header.frame_id and list(fast.name) == list(msg.name)
     for got, want in ((fast.position, position), (fast.velocity, velocity), (fast.effort, effort)):
         assert _same(got, want)
     ours, theirs = joint_state_to_arrays(fast), joint_state_to_arrays(msg)

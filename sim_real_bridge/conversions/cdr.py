@@ -13,6 +13,7 @@ Trailing bytes are ignored (rmw buffers may carry padding). Anything unexpected
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from types import SimpleNamespace
@@ -62,7 +63,7 @@ def _read_f64_sequence(data: bytes, pos: int) -> tuple[np.ndarray, int]:
 
 
 def read_joint_state(data: bytes) -> SimpleNamespace:
-    """sensor_msgs/JointState from raw CDR: ``header``, ``name``, ``position``, ``velocity``, ``effort``."""
+    """sensor_msgs/JointState from raw CDR: ``header``, ``name`` (a tuple), ``position``, ``velocity``, ``effort``."""
     try:
         return _joint_state(bytes(data))
     except struct.error as exc:
@@ -77,7 +78,15 @@ def read_wrench_stamped(data: bytes) -> SimpleNamespace:
         raise ValueError(f"truncated CDR message: {exc}") from exc
 
 
-_NAMES_CACHE: dict[bytes, tuple[str, ...]] = {}
+@functools.lru_cache(maxsize=64)
+def _decode_names(block: bytes, count: int) -> tuple[str, ...]:
+    """The ``count`` strings of a name sequence's bytes (starting 4-aligned in the body)."""
+    body = bytes(_HEADER) + block  # _read_string reads body offsets after the encapsulation
+    names, pos = [], 0
+    for _ in range(count):
+        name, pos = _read_string(body, pos)
+        names.append(name)
+    return tuple(names)
 
 
 def _joint_state(data: bytes) -> SimpleNamespace:
@@ -97,22 +106,12 @@ def _joint_state(data: bytes) -> SimpleNamespace:
             raise ValueError("bad CDR string")
         (length,) = _U32.unpack_from(data, _HEADER + end)
         end += 4 + length
-    key = data[_HEADER + start:_HEADER + end]
-    names = _NAMES_CACHE.get(key)
-    if names is None:
-        decoded = []
-        for _ in range(count):
-            name, pos = _read_string(data, pos)
-            decoded.append(name)
-        names = tuple(decoded)
-        if len(_NAMES_CACHE) >= 64:
-            _NAMES_CACHE.clear()
-        _NAMES_CACHE[key] = names
+    names = _decode_names(data[_HEADER + start:_HEADER + end], count)
     pos = end
     position, pos = _read_f64_sequence(data, pos)
     velocity, pos = _read_f64_sequence(data, pos)
     effort, pos = _read_f64_sequence(data, pos)
-    return SimpleNamespace(header=header, name=list(names), position=position, velocity=velocity, effort=effort)
+    return SimpleNamespace(header=header, name=names, position=position, velocity=velocity, effort=effort)
 
 
 def _wrench_stamped(data: bytes) -> SimpleNamespace:

@@ -9,6 +9,8 @@ the engine receives them and flags them as stream pathologies.
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -106,21 +108,11 @@ def check_joint_state(
     if len(position) != n or len(velocity) not in (0, n) or len(effort) not in (0, n):
         return LENGTH_MISMATCH
     reference = tuple(limits.expected_joints) or (tuple(known_names) if known_names else ())
-    key = (names if isinstance(names, tuple) else tuple(names), reference)
-    # A stream's name list rarely changes: its set checks are worked out once.
-    reason = _NAME_CHECKS.get(key, _UNSEEN)
-    if reason is _UNSEEN:
-        reason = _check_names(key[0], reference)
-        if len(_NAME_CHECKS) >= 256:
-            _NAME_CHECKS.clear()
-        _NAME_CHECKS[key] = reason
-    return reason
+    # A stream's name list rarely changes: its set checks are worked out once per list.
+    return _check_names(names if isinstance(names, tuple) else tuple(names), reference)
 
 
-_UNSEEN = object()
-_NAME_CHECKS: dict[tuple[tuple, tuple], str | None] = {}
-
-
+@functools.lru_cache(maxsize=256)
 def _check_names(names: tuple, reference: tuple) -> str | None:
     if len(set(names)) != len(names):
         return DUPLICATE_NAMES

@@ -143,6 +143,33 @@ def _static_joint_reason(names: tuple[str, ...], width: int, limits: validation.
     return reason
 
 
+class _Ticker:
+    """Ticks the engine as the live node does and keeps what replay reports: the
+    non-empty outputs, a summary every ``summary_ns`` and the outputs of ``finish``."""
+
+    def __init__(self, engine: DivergenceEngine, outcome: ReplayOutcome, summary_ns: int | None) -> None:
+        self.engine = engine
+        self.outcome = outcome
+        self.summary_ns = summary_ns
+        self._next_summary: int | None = None
+
+    def _keep(self, now_ns: int, out: TickOutput) -> None:
+        if out.joints or out.poses or out.contacts or out.events:
+            self.outcome.ticks.append((now_ns, out))
+
+    def tick(self, now_ns: int) -> None:
+        self._keep(now_ns, self.engine.tick(now_ns))
+        if self.summary_ns is not None:
+            if self._next_summary is None:
+                self._next_summary = now_ns + self.summary_ns
+            elif now_ns >= self._next_summary:
+                self.outcome.summaries.append(self.engine.summary(now_ns))
+                self._next_summary += self.summary_ns
+
+    def finish(self, at_ns: int) -> None:
+        self._keep(at_ns, self.engine.finish())
+
+
 def replay_columns(
     streams: Sequence[Stream],
     engine_config: EngineConfig | None = None,
@@ -277,19 +304,8 @@ def replay_columns(
     stamp_lists = [None if isinstance(st, CommandStream) else np.asarray(st.stamp_ns).tolist() for st in streams]
     last_stamps: list[int | None] = [None] * len(streams)
     next_tick: int | None = None
-    next_summary: int | None = None
-
-    def tick(now: int) -> None:
-        nonlocal next_summary
-        out = engine.tick(now)
-        if out.joints or out.poses or out.contacts or out.events:
-            outcome.ticks.append((now, out))
-        if summary_ns is not None:
-            if next_summary is None:
-                next_summary = now + summary_ns
-            elif now >= next_summary:
-                outcome.summaries.append(engine.summary(now))
-                next_summary += summary_ns
+    ticker = _Ticker(engine, outcome, summary_ns)
+    tick = ticker.tick
 
     step = max(1, total // 100)
     for n in range(total):
@@ -317,9 +333,7 @@ def replay_columns(
                 problem = intake.Problem(validation.STAMP_BACKWARDS, False, f"stamp {stamp} ns")
         if problem is not None:
             key = stream_keys[k]
-            topic = topic_names.get(key, f"{key[0]}/{key[1]}")
-            counts = outcome.problems.setdefault(topic, {})
-            counts[problem.reason] = counts.get(problem.reason, 0) + 1
+            _count(outcome.problems, topic_names.get(key, f"{key[0]}/{key[1]}"), (problem.reason,))
         if on_progress is not None and n % step == 0:
             on_progress(n / total)
     outcome.first_recv_ns = recv_list[0]
@@ -330,9 +344,7 @@ def replay_columns(
     if tick_list is not None:
         for t in tick_list[k_tick:]:
             tick(t)
-    final = engine.finish()
-    if final.joints or final.poses or final.contacts or final.events:
-        outcome.ticks.append((recv_list[-1], final))
+    ticker.finish(recv_list[-1])
     if on_progress is not None:
         on_progress(1.0)
     return outcome
@@ -430,7 +442,7 @@ def _replay_planned(engine: DivergenceEngine, outcome: ReplayOutcome, problems: 
     outcome.message_count = int(recv_sorted.size)
     first, last = int(recv_sorted[0]), int(recv_sorted[-1])
     outcome.first_recv_ns, outcome.last_recv_ns = first, last
-    next_summary: int | None = None
+    ticker = _Ticker(engine, outcome, summary_ns)
     if ticks is None:
         start = (first // period_ns + 1) * period_ns
         schedule = range(start, last + 1, period_ns) if start <= last else range(0)
@@ -443,22 +455,12 @@ def _replay_planned(engine: DivergenceEngine, outcome: ReplayOutcome, problems: 
     n = 0
     for tick_ns in schedule:
         engine.feed_columns(tick_ns + fed_through)
-        out = engine.tick(tick_ns)
-        if out.joints or out.poses or out.contacts or out.events:
-            outcome.ticks.append((tick_ns, out))
-        if summary_ns is not None:
-            if next_summary is None:
-                next_summary = tick_ns + summary_ns
-            elif tick_ns >= next_summary:
-                outcome.summaries.append(engine.summary(tick_ns))
-                next_summary += summary_ns
+        ticker.tick(tick_ns)
         n += 1
         if on_progress is not None and n % step == 0:
             on_progress(min(1.0, n / total))
     engine.feed_columns(None)
-    final = engine.finish()
-    if final.joints or final.poses or final.contacts or final.events:
-        outcome.ticks.append((last, final))
+    ticker.finish(last)
     if on_progress is not None:
         on_progress(1.0)
 

@@ -121,7 +121,7 @@ class RealityModel:
             if inj.index in self.effect_ns or not inj.active(elapsed_ns) or inj.kind in SENSOR_KINDS:
                 continue
             if self._acts_now(inj, q_target_rad, q_out_rad):
-                self.effect_ns[inj.index] = elapsed_ns
+                self._note_effect(inj, elapsed_ns)
 
     def _acts_now(self, inj: Injection, q_target_rad: np.ndarray, q_out_rad: np.ndarray) -> bool:
         """Whether a physical injection makes the stand-in's physics differ from nominal now.
@@ -150,7 +150,7 @@ class RealityModel:
             return bool(np.max(np.abs(physics.qd_rad_s[idx])) > _EFFECT_SPEED_RAD_S)
         return True
 
-    def _note_sensor_effect(self, inj: Injection, elapsed_ns: int | None) -> None:
+    def _note_effect(self, inj: Injection, elapsed_ns: int | None) -> None:
         if elapsed_ns is not None and inj.index not in self.effect_ns:
             self.effect_ns[inj.index] = elapsed_ns
 
@@ -347,7 +347,7 @@ class RealityModel:
                 values["force"][axis] += p["force_rate_n_per_s"] * seconds
                 values["torque"][axis] += p["torque_rate_nm_per_s"] * seconds
                 if seconds > 0:
-                    self._note_sensor_effect(inj, elapsed_ns)
+                    self._note_effect(inj, elapsed_ns)
             elif kind == "frozen" and p["stream"] == stream:
                 latched = self._frozen_values.get(inj.index)
                 if latched is None:
@@ -357,19 +357,19 @@ class RealityModel:
                 values = {k: v.copy() for k, v in latched.items()}
                 touched = True
                 if any(not np.array_equal(latched[k], sample.values[k]) for k in latched):
-                    self._note_sensor_effect(inj, elapsed_ns)
+                    self._note_effect(inj, elapsed_ns)
             elif kind == "nan_burst" and p["stream"] == stream:
                 if self.rng.random() < p["probability"]:
                     values = {k: np.full_like(v, np.nan) for k, v in values.items()}
                     touched = True
-                    self._note_sensor_effect(inj, elapsed_ns)
+                    self._note_effect(inj, elapsed_ns)
             elif kind == "dropout" and p["stream"] == stream:
                 if self.rng.random() < p["probability"]:
                     drop = True
-                    self._note_sensor_effect(inj, elapsed_ns)
+                    self._note_effect(inj, elapsed_ns)
             elif kind == "stamp_jitter" and p["stream"] == stream:
                 stamp_ns += int(round(self.rng.normal(0.0, p["std_ms"] * 1e6)))
-                self._note_sensor_effect(inj, elapsed_ns)
+                self._note_effect(inj, elapsed_ns)
         if not any(inj.kind == "frozen" and inj.params["stream"] == stream for inj in active):
             self._last_values[stream] = sample.values
         if drop:
