@@ -54,4 +54,9 @@ def test_every_declared_topic_carries_its_declared_type(repo_root: Path, tmp_pat
         codes = runner.stop()
         node.destroy_node()
         rclpy.shutdown()
-    assert all(code == 0 for code in codes.values()), f"exit codes after SIGINT: {codes}"
+    tails = {
+        name: (tmp_path / "logs" / f"{name}.log").read_text(errors="replace")[-3000:]
+        for name, code in codes.items()
+        if code != 0
+    }
+    assert all(code == 0 for code in codes.values()), f"exit codes after SIGINT: {codes}; log tails: {tails}"

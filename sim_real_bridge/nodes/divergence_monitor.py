@@ -31,6 +31,7 @@ import rclpy
 from diagnostic_msgs.msg import KeyValue
 from geometry_msgs.msg import PoseStamped, WrenchStamped
 from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.exceptions import InvalidHandle
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -326,8 +327,13 @@ class DivergenceMonitor(Node):
                 if sub is None:
                     continue
                 for _ in range(MAX_DRAIN):
-                    with sub.handle:
-                        taken = sub.handle.take_message(sub.msg_type, sub.raw)
+                    try:
+                        with sub.handle:
+                            taken = sub.handle.take_message(sub.msg_type, sub.raw)
+                    except InvalidHandle:
+                        # Ctrl-C shut the context down mid-drain; the executor's own
+                        # take treats a destroyed handle the same way: nothing to take.
+                        return
                     if taken is None:
                         break
                     source(taken[0])
