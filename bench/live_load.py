@@ -21,13 +21,14 @@ once with the monitor; each listener's CPU time (user + system, from
 publisher stopped).
 
 ``p99_latency_ms``: for each ``/divergence/joints`` message received by this process,
-its arrival time (system clock) minus its stamp t. The stamp is a grid time on the
-monitor clock; the engine analyses t only once both sides hold a sample mapped at or
-after t, and a sample's mapped time never exceeds its receive time (the offset is the
-lower envelope of receive minus stamp), so the later arrival of the pair covering t
-is at or after t: arrival minus t is an upper bound of the latency from the later
-arrival of the matched pair to the divergence message (it also includes the output's
-own transport to this process). All processes share the system clock.
+its arrival time (system clock) minus the publication time of the later of the
+matched pair covering its stamp t (the first sample whose stamp, mapped by the
+monitor's reported transport floor, is at or after t; see run_bench). That sample
+reached the monitor no earlier than it was published, so this bounds the latency
+from the later arrival of the matched pair to the divergence message from above (it
+also includes the output's own transport to this process). Samples are stamped on
+whole milliseconds of the system clock, as a hardware clock ticks.
+All processes share the system clock.
 
 Usage: ``python bench/live_load.py [--json] [--duration-s 20] [--rate-hz 1000]``.
 DDS is pinned to localhost; ROS_DOMAIN_ID defaults to 109 unless set.
@@ -107,8 +108,11 @@ def run_publisher(duration_s: float, rate_hz: float, pub_times_path: str | None 
     period_ns = int(1e9 / rate_hz)
     count = 0
     pub_times = np.zeros(int(duration_s * rate_hz) + 10, dtype=np.int64)
+    # A hardware clock samples on whole periods of its time base: start on one.
+    start_wall_ns = -(-time.time_ns() // period_ns) * period_ns
+    while time.time_ns() < start_wall_ns:
+        pass
     start = time.monotonic_ns()
-    start_wall_ns = time.time_ns()
     end = start + int(duration_s * 1e9)
     while True:
         now = time.monotonic_ns()
@@ -271,9 +275,13 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
         if watching.is_set():
             outputs.append((msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec, time.time_ns()))
 
+    floors_s: list[float] = []  # every transport floor the monitor reported while watched
+
     def on_diag(msg: DiagnosticArray) -> None:
         for status in msg.status:
             statuses[status.name] = {kv.key: kv.value for kv in status.values}
+            if watching.is_set() and status.name.endswith(": alignment"):
+                floors_s.extend(float(kv.value) for kv in status.values if kv.key.startswith("transport_floor_s."))
 
     qos = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
     node.create_subscription(JointDivergence, "/divergence/joints", on_joints, qos)
@@ -311,14 +319,20 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
         accepted += got
     # Only grid times inside the publishing window: after it, the engine analyses the
     # stalled streams once its horizon has passed, which is not a latency.
-    # The pair covering grid time t has stamps >= t - offset (offset: the minimal
-    # transport delay, well under one period), so it is sample k or later, k the first
-    # with stamp >= t - one period; it reached the monitor no earlier than sample k
-    # was published. Output arrival minus that publication bounds the latency above.
+    # The engine maps a stamp s to s + floor (floor: that side's transport floor, the
+    # smallest receive delay, which it reports in /diagnostics) and analyses grid time t
+    # once every stream holds a sample mapped at or after t: the pair covering t is
+    # sample k, the first with stamp >= t - floor. Stamps and grid times are whole
+    # periods of the system clock, so any floor in [0, period) gives the same k; a
+    # larger floor reported falls back to the first with stamp >= t - period, an
+    # earlier sample (an upper bound). Sample k reached the monitor no earlier than it
+    # was published: output arrival minus that publication bounds the latency above.
     first, period = monitor_run["start_stamp_ns"], monitor_run["period_ns"]
+    floor_max_ns = int(max(floors_s) * 1e9) if floors_s else period
+    floor_ns = floor_max_ns if 0 <= floor_max_ns < period else period
     lat_list, upper_list = [], []
     for stamp, arrival in outputs:
-        k = -(-(stamp - period - first) // period)
+        k = -(-(stamp - floor_ns - first) // period)
         if 0 <= k < pub_times.size - 2 and stamp <= first + (pub_times.size - 2) * period:
             lat_list.append(arrival - pub_times[k])
             upper_list.append(arrival - stamp)
@@ -350,6 +364,7 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
         "monitor_exit": monitor.returncode,
         "monitor_events": [{k: e.get(k) for k in ("action", "category", "kind", "start_s", "evidence")}
                            for e in logged if e.get("type") == "event"],
+        "transport_floor_max_ms": floor_max_ns * 1e-6 if floors_s else None,
         "p99_latency_from_stamp_ms": float(np.percentile(from_stamp, 99)) if from_stamp.size else None,
         "publisher_lateness_p99_ms": float(np.percentile(
             (pub_times - (first + period * np.arange(pub_times.size))) * 1e-6, 99)) if pub_times.size else None,

@@ -340,3 +340,16 @@ def test_position_only_joint_states_are_not_non_finite() -> None:
     assert [r for o in outputs for r in o.joints], "position-only streams are analysed"
     flags = engine._health[("real", "joint_states")].flags(engine._last_t_ns)
     assert not any(f.active for f in flags if f.name == "nonfinite")
+
+
+def test_transport_floor_is_each_sides_smallest_receive_delay() -> None:
+    engine = DivergenceEngine()
+    assert engine.transport_floor_s() == {}
+    for k, extra_ns in enumerate((900_000, 300_000, 2_000_000, 450_000)):
+        stamp = k * 1_000_000
+        engine.on_joint_state("sim", stamp, T0_RECV_NS + stamp + extra_ns, NAMES, np.zeros(7))
+        engine.on_joint_state("real", REAL_OFFSET_NS + stamp, T0_RECV_NS + stamp + 2 * extra_ns, NAMES, np.zeros(7))
+    floor = engine.transport_floor_s()
+    # The floor leaks upward slowly between samples; within 3 ms of samples it is the minimum.
+    assert floor["sim"] == pytest.approx((T0_RECV_NS + 300_000) * 1e-9, abs=2e-5)
+    assert floor["real"] == pytest.approx((T0_RECV_NS - REAL_OFFSET_NS + 600_000) * 1e-9, abs=2e-5)

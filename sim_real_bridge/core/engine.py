@@ -1646,6 +1646,11 @@ class DivergenceEngine:
             return 0.0, 0.0
         return (real.offset_ns - sim.offset_ns) * 1e-9, math.hypot(sim.spread_s, real.spread_s)
 
+    def transport_floor_s(self) -> dict[str, float]:
+        """Per side seen, the current offset from its stamps to the monitor clock: the
+        floor of its receive delay (seconds; stamps map to stamp plus this)."""
+        return {side: clock.offset_ns * 1e-9 for side, clock in self._clock.items() if clock.offset_ns is not None}
+
     # ------------------------------------------------------------------ summaries
     @property
     def clock_resets(self) -> int:

@@ -470,6 +470,7 @@ class DivergenceMonitor(Node):
                   "clock_resets": record.clock_resets, "clock_jumps": self.clock_jumps,
                   "events": record.event_count,
                   "rejected": record.rejected_count}
+        values.update({f"transport_floor_s.{side}": v for side, v in self._engine.transport_floor_s().items()})
         values.update({f"rejected.{k}": v for k, v in sorted(record.rejected_by_reason.items())})
         level = OK if self._engine.analysis_count else WARN
         message = "aligned" if self._engine.analysis_count else "waiting for both robots' joint_states"
