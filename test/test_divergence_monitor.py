@@ -129,3 +129,21 @@ def test_ctrl_c_during_a_drain_ends_the_callback_quietly(harness: Harness) -> No
     rclpy.shutdown()
     subscriber.sub.callback(data)
     assert harness.monitor.finish().is_file()
+
+
+def test_use_sim_time_set_at_run_time_switches_the_input_clock(harness: Harness) -> None:
+    from rclpy.parameter import Parameter
+
+    wall_ns = harness.monitor._now_ns()
+    assert abs(wall_ns - harness.monitor.get_clock().now().nanoseconds) < 1_000_000_000
+    harness.monitor.set_parameters([Parameter("use_sim_time", value=True)])
+    assert harness.monitor.get_clock().ros_time_is_active
+    # No /clock yet: ROS time reads 0, far behind the wall clock, so it counts as a jump back.
+    sim_ns = harness.monitor._now_ns()
+    assert harness.monitor.clock_jumps == 1
+    assert sim_ns >= wall_ns  # the time base stays monotonic across the switch
+    harness.monitor.set_parameters([Parameter("use_sim_time", value=False)])
+    assert not harness.monitor.get_clock().ros_time_is_active
+    # Back on the wall clock: forward again, no further jump.
+    assert harness.monitor._now_ns() > sim_ns
+    assert harness.monitor.clock_jumps == 1

@@ -34,6 +34,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import InvalidHandle
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import JointState
@@ -167,6 +168,9 @@ class DivergenceMonitor(Node):
 
         self._clock_shift_ns = 0
         self._last_clock_ns: int | None = None
+        # The clock's own check takes a lock per message; follow use_sim_time instead.
+        self._sim_time = bool(self.get_parameter("use_sim_time").value)
+        self.add_post_set_parameters_callback(self._note_sim_time)
         self.clock_jumps = 0
         self._snapshot_error: str | None = None
         self._snapshot_notice: Any | None = None
@@ -238,9 +242,8 @@ class DivergenceMonitor(Node):
         The engine then sees continuous receive times while the stamps jump, which its
         clock map treats as a clock reset per side (counted, offset re-learnt, no gap).
         """
-        clock = self.get_clock()
         # Without sim time ROS time is the system clock: read it directly (once per message).
-        raw_ns = clock.now().nanoseconds if clock.ros_time_is_active else time.time_ns()
+        raw_ns = self.get_clock().now().nanoseconds if self._sim_time else time.time_ns()
         if self._last_clock_ns is not None and raw_ns < self._last_clock_ns:
             self._clock_shift_ns += self._last_clock_ns - raw_ns
             self.clock_jumps += 1
@@ -250,6 +253,11 @@ class DivergenceMonitor(Node):
             )
         self._last_clock_ns = raw_ns
         return raw_ns + self._clock_shift_ns
+
+    def _note_sim_time(self, parameters: list[Parameter]) -> None:
+        for parameter in parameters:
+            if parameter.name == "use_sim_time":
+                self._sim_time = bool(parameter.value)
 
     def _problem(self, topic: str, reason: str, recv_ns: int, refused: bool, detail: str = "") -> None:
         self._status[topic].on_problem(reason, recv_ns, refused)
