@@ -55,9 +55,9 @@ import rclpy
 from diagnostic_msgs.msg import KeyValue
 from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
 from rclpy.exceptions import ParameterUninitializedException
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Empty
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
@@ -69,6 +69,7 @@ from sim_real_bridge.msg import GapEvent
 from sim_real_bridge.ros import diagnostics
 from sim_real_bridge.ros.diagnostics import DiagnosticsPublisher, InputProblems
 from sim_real_bridge.ros.qos import COMMAND_QOS, OUTPUT_QOS, SENSOR_QOS
+from sim_real_bridge.ros.spinning import run_node
 
 NODE_NAME = "command_mirror"
 REFUSAL_KIND_PREFIX = "command_refused:"
@@ -495,16 +496,8 @@ class CommandMirror(Node):
 
 def main(args: Optional[list[str]] = None) -> None:
     """Run the node until Ctrl-C or shutdown; exit with status 2 on invalid parameters."""
-    try:
-        with rclpy.init(args=args):
-            try:
-                node = CommandMirror()
-            except ConfigError as error:
-                rclpy.logging.get_logger(NODE_NAME).fatal(f"invalid parameters: {error}")
-                raise SystemExit(2) from None
-            rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    raise SystemExit(run_node(CommandMirror, NODE_NAME))
 
 
 if __name__ == "__main__":

@@ -32,11 +32,11 @@ from diagnostic_msgs.msg import KeyValue
 from geometry_msgs.msg import PoseStamped, WrenchStamped
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.exceptions import InvalidHandle
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message, serialize_message
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 from visualization_msgs import msg as viz_msgs
@@ -57,10 +57,11 @@ from sim_real_bridge.core import intake, validation
 from sim_real_bridge.core.engine import DivergenceEngine, EngineConfig, TickOutput
 from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventRecord
 from sim_real_bridge.core.stream_status import StreamStatus
-from sim_real_bridge.errors import ConfigError, SimRealBridgeError, SnapshotError
+from sim_real_bridge.errors import ConfigError, SnapshotError
 from sim_real_bridge.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsPublisher, make_status
 from sim_real_bridge.ros.filters import message_filters
 from sim_real_bridge.ros.qos import OUTPUT_QOS
+from sim_real_bridge.ros.spinning import run_node
 
 NODE_NAME = "divergence_monitor"
 #: Where the input recording and snapshots keep the engine's tick times (log time = stamp = now).
@@ -493,6 +494,10 @@ class DivergenceMonitor(Node):
                             "written_inline": self._capture.written_inline, "events": len(self._snapshot_paths)})
 
     # ------------------------------------------------------------------ shutdown
+    def log_summary(self) -> None:
+        """Finish the run (see :meth:`finish`) and say where its summary went."""
+        self.get_logger().info(f"run summary written to {self.finish()}")
+
     def finish(self) -> Path:
         """Closes open events, writes pending snapshots and the run summary; returns its path."""
         if self._finished:
@@ -528,33 +533,20 @@ class DivergenceMonitor(Node):
         return path
 
 
+def _freeze_start_up_objects() -> None:
+    # Everything built so far lives for the whole run: keep it out of the cyclic
+    # collector, whose full passes over it are the longest pauses of the input path.
+    gc.collect()
+    gc.freeze()
+
+
 def main(args: list[str] | None = None) -> int:
     """Runs the monitor until Ctrl-C; writes the run summary on the way out."""
     # The snapshot writer thread holds the GIL in slices of this length at most while
     # the executor thread waits (the default 5 ms would be the latency budget).
     sys.setswitchinterval(0.0005)
-    try:
-        with rclpy.init(args=args):
-            try:
-                node = DivergenceMonitor()
-            except SimRealBridgeError as error:
-                rclpy.logging.get_logger(NODE_NAME).fatal(f"cannot start: {error}")
-                return 2
-            # Everything built so far lives for the whole run: keep it out of the cyclic
-            # collector, whose full passes over it are the longest pauses of the input path.
-            gc.collect()
-            gc.freeze()
-            try:
-                rclpy.spin(node)
-            except (KeyboardInterrupt, ExternalShutdownException):
-                pass
-            finally:
-                path = node.finish()
-                node.get_logger().info(f"run summary written to {path}")
-                node.destroy_node()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    return 0
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    return run_node(DivergenceMonitor, NODE_NAME, before_spin=_freeze_start_up_objects)
 
 
 if __name__ == "__main__":

@@ -34,8 +34,9 @@ from rcl_interfaces.msg import ParameterDescriptor
 
 from sim_real_bridge.msg import Injection as InjectionMsg
 from sim_real_bridge.msg import InjectionArray
-from sim_real_bridge.nodes.sim_robot import SimRobotNode, run_node
+from sim_real_bridge.nodes.sim_robot import SimRobotNode
 from sim_real_bridge.ros.qos import LATCHED_QOS
+from sim_real_bridge.ros.spinning import run_node
 from sim_real_bridge.sim.physics import ArmPhysics
 from sim_real_bridge.sim.reality import RealityModel
 from sim_real_bridge.sim.scenario import Scenario, load_scenario
@@ -134,7 +135,7 @@ class RealityStandinNode(SimRobotNode):
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``reality_standin`` executable."""
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    run_node(RealityStandinNode)
+    raise SystemExit(run_node(RealityStandinNode, NODE_NAME))
 
 
 if __name__ == "__main__":

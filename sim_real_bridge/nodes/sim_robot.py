@@ -24,7 +24,6 @@ physics step that produced each sample.
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from typing import Any
@@ -34,7 +33,6 @@ from builtin_interfaces.msg import Time
 from geometry_msgs.msg import PoseStamped, WrenchStamped
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException
 from rclpy.signals import SignalHandlerOptions
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock as ClockMsg
@@ -47,6 +45,7 @@ from sim_real_bridge.errors import ConfigError, SimulationError, TrajectoryError
 from sim_real_bridge.ros import diagnostics
 from sim_real_bridge.ros.diagnostics import DiagnosticsPublisher, InputProblems
 from sim_real_bridge.ros.qos import COMMAND_QOS, STREAM_PUB_QOS
+from sim_real_bridge.ros.spinning import run_node
 from sim_real_bridge.sim.physics import ArmPhysics
 from sim_real_bridge.sim.reality import RealityModel, StreamSample
 from sim_real_bridge.sim.robot import DEFAULT_RATES_HZ, SimulatedRobot
@@ -326,47 +325,10 @@ def _time_msg(stamp_ns: int) -> Time:
     return Time(sec=sec, nanosec=nanosec)
 
 
-_interrupted = threading.Event()
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    _interrupted.set()
-    raise KeyboardInterrupt
-
-
-def run_node(node_factory) -> None:
-    """Spin a node until Ctrl-C, SIGTERM or external shutdown, then clean up.
-
-    Call after ``rclpy.init(..., signal_handler_options=SignalHandlerOptions.NO)``: the
-    context stays valid until the node has logged its summary and been destroyed.
-    """
-    # Explicit, because a shell starting us in the background leaves SIGINT ignored.
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
-    node = None
-    try:
-        node = node_factory()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except Exception:
-        # Ctrl-C invalidates the context under a running callback (its publish fails), and a
-        # KeyboardInterrupt raised inside rclpy's C++ take_message surfaces as a pybind11
-        # RuntimeError: neither is an error once an interrupt was asked for.
-        if rclpy.ok() and not _interrupted.is_set():
-            raise
-    finally:
-        if node is not None:
-            if hasattr(node, "log_summary"):
-                node.log_summary()
-            node.destroy_node()
-        rclpy.try_shutdown()
-
-
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``sim_robot`` executable."""
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    run_node(SimRobotNode)
+    raise SystemExit(run_node(SimRobotNode, NODE_NAME))
 
 
 if __name__ == "__main__":

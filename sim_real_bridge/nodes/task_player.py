@@ -37,8 +37,8 @@ from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
 from sim_real_bridge.conversions import robot_msgs
 from sim_real_bridge.errors import ConfigError
-from sim_real_bridge.nodes.sim_robot import run_node
 from sim_real_bridge.ros.qos import COMMAND_QOS
+from sim_real_bridge.ros.spinning import run_node
 from sim_real_bridge.sim.scenario import load_scenario
 from sim_real_bridge.sim.tasks import TASKS, build_program
 
@@ -158,7 +158,7 @@ class TaskPlayerNode(Node):
 def main(args: list[str] | None = None) -> None:
     """Entry point of the ``task_player`` executable."""
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    run_node(TaskPlayerNode)
+    raise SystemExit(run_node(TaskPlayerNode, NODE_NAME))
 
 
 if __name__ == "__main__":
