@@ -138,7 +138,9 @@ def time_message(stamp_ns: int) -> bytes:
 _F64 = struct.Struct("<d")
 # Object poses of a record without object: all zero, as divergence_msgs leaves them in
 # rosbags' default-filled messages (rclpy's default orientation would have w = 1).
-_ZERO_POSE = (0.0,) * 7
+#: An absent object's pose: the origin, identity orientation (x, y, z, qx, qy, qz, qw), as the
+#: message defaults it (geometry_msgs/Quaternion w defaults to 1).
+_ZERO_POSE = (0.0,) * 6 + (1.0,)
 
 
 class _Writer:

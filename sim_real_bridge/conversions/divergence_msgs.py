@@ -19,6 +19,10 @@ import numpy as np
 from sim_real_bridge.conversions.robot_msgs import set_stamp
 
 
+_ORIGIN_M = np.zeros(3)
+_IDENTITY_WXYZ = np.array([1.0, 0.0, 0.0, 0.0])
+
+
 def _vector(target: Any, values: np.ndarray) -> None:
     target.x, target.y, target.z = (float(v) for v in values[:3])
 
@@ -67,6 +71,9 @@ def pose_divergence_msg(msgs: Any, record: Any, frame_id: str = "world") -> Any:
         msg.object_position_error_norm_m = float(record.object_position_error_norm_m)
         msg.object_orientation_error_rad = float(record.object_orientation_error_rad)
     else:
+        # Stated, not left to defaults: rosbags' default quaternion is all zeros, ROS's is identity.
+        for pose in (msg.sim_object_pose, msg.real_object_pose):
+            _pose(pose, _ORIGIN_M, _IDENTITY_WXYZ)
         msg.object_position_error_norm_m = math.nan
         msg.object_orientation_error_rad = math.nan
     return msg
