@@ -39,6 +39,7 @@ the same period as the live node, so replay gives the live run's events.
 from __future__ import annotations
 
 import math
+import warnings
 from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -402,6 +403,7 @@ class _Series:
     def __init__(self, width: int) -> None:
         self.width = width
         self._grid: _GridCache | None = None
+        self.loaded = False
         self.t = np.zeros(0, dtype=np.int64)
         self.v = np.zeros((0, width))
         self._buf_t = np.zeros(256, dtype=np.int64)
@@ -437,6 +439,7 @@ class _Series:
         self._buf_t = np.ascontiguousarray(t_ns, dtype=np.int64)
         self._buf_v = np.ascontiguousarray(values, dtype=float)
         self._n = self._start = 0
+        self.loaded = True
 
     def plan_grid(self, step_ns: int, max_gap_ns: int, window_ns: int | None = None) -> None:
         """Precompute ``sample`` (and ``window_mean`` over ``window_ns``) at every multiple
@@ -757,9 +760,277 @@ class _ClockPlan:
     row_lists: list[list[int]] | None = None
 
 
+class _Pure:
+    """What the analysis at one grid time reads from the streams alone (see ``_pure_at``)."""
+
+    __slots__ = ("sim_row", "real_row", "joints_valid", "ee_sim", "ee_real", "obj_sim", "obj_real", "ee_err",
+                 "ee_err_norm", "tip_sim", "tip_real", "obj_err", "obj_tool_err", "real_tool_object_m",
+                 "sim_obj_speed", "sim_w", "real_w", "wrench_valid", "world_sim", "world_real", "frame", "moving")
+
+
+def _grid_query(series: _Series, times_ns: np.ndarray, window: bool = False,
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``sample`` (or, with ``window``, ``window_mean``) of a planned series at times on
+    its grid, from its grid cache: (values, rows needed visible, first row needed).
+    Times the cache cannot answer get a need no stream reaches. None: no cache."""
+    g = series._grid
+    if g is None or (window and g.w_values is None):
+        return None
+    k, r = np.divmod(times_ns - g.t0_ns, g.step_ns)
+    usable = (r == 0) & (k >= 0) & (k < g.need.size)
+    kk = np.where(usable, k, 0)
+    big = np.iinfo(np.int64).max
+    if window:
+        values, need, first = g.w_values[kk], g.w_need[kk], g.w_first[kk]
+    else:
+        values, need, first = g.values[kk], g.need[kk], g.first[kk]
+    return values, np.where(usable, need, big), first
+
+
+class _GridPlan:
+    """The stream-only part of the analysis (:meth:`DivergenceEngine._pure_at`) for every
+    grid time of planned columns at once, in numpy columns with the per-tick arithmetic.
+
+    A grid time is served when every row its answer depends on is visible and none is
+    trimmed (the series' ``_n`` and ``_start``), exactly as the grid caches of
+    :class:`_Series`; else :meth:`at` returns None and the engine computes it per tick.
+    """
+
+    def __init__(self, t0_ns: int, dt_ns: int, series: list[_Series], need: list[list[int]],
+                 first: list[list[int]], columns: dict[str, Any], empty: list[_Series]) -> None:
+        self.t0_ns = t0_ns
+        self.dt_ns = dt_ns
+        self.size = len(need[0]) if need else 0
+        self.checks = list(zip(series, need, first, strict=True))
+        self.columns = columns
+        self.empty = list({id(s): s for s in empty}.values())
+        self.served = 0
+
+    def at(self, t_ns: int, engine: "DivergenceEngine") -> _Pure | None:
+        """The values of ``engine._pure_at(t_ns)``, or None when not (yet) determined."""
+        k, r = divmod(t_ns - self.t0_ns, self.dt_ns)
+        if r or k < 0 or k >= self.size:
+            return None
+        for series, need, first in self.checks:
+            if need[k] > series._n or first[k] < series._start:
+                return None
+        for series in self.empty:
+            if len(series):
+                return None
+        c = self.columns
+        p = _Pure()
+        for name in _Pure.__slots__:
+            setattr(p, name, c[name][k])
+        self.served += 1
+        return p
+
+
+def _build_grid_plan(engine: "DivergenceEngine") -> _GridPlan | None:
+    """A :class:`_GridPlan` over the engine's planned series (None when a stream has no grid cache)."""
+    cfg = engine.config
+    dt = engine._dt_ns
+    j = len(engine.joint_names or ())
+    joints = [engine._joints[s] for s in SIDES]
+    if any(s._grid is None for s in joints):
+        return None
+    first_ns = max(int(s._buf_t[0]) for s in joints)
+    last_ns = max(int(s._buf_t[-1]) for s in joints)
+    t0 = -(-first_ns // dt) * dt
+    times = t0 + np.arange(max(0, (last_ns - t0) // dt + 2), dtype=np.int64) * dt
+    K = times.size
+    if K == 0:
+        return None
+    big = np.iinfo(np.int64).max
+    checks: dict[int, tuple[_Series, np.ndarray, np.ndarray]] = {}
+    empty: list[_Series] = []
+
+    def query(series: _Series, at_ns: np.ndarray, width: int, window: bool = False) -> np.ndarray | None:
+        if not series.loaded:
+            # A stream the bag does not have: NaN at every time while nothing is fed to it.
+            empty.append(series)
+            return np.full((K, width), np.nan)
+        got = _grid_query(series, at_ns, window)
+        if got is None:
+            return None
+        values, need, first = got
+        _, old_need, old_first = checks.get(id(series), (series, np.zeros(K, dtype=np.int64),
+                                                          np.full(K, big, dtype=np.int64)))
+        checks[id(series)] = (series, np.maximum(old_need, need), np.minimum(old_first, first))
+        return values
+
+    c: dict[str, Any] = {}
+    sim_row = query(engine._joints["sim"], times, 3 * j)
+    real_row = query(engine._joints["real"], times, 3 * j)
+    tip_ns = int(cfg.tip_velocity_window_s * 1e9)
+    obj_ns = int(cfg.object_velocity_window_s * 1e9)
+    win_ns = int(cfg.wrench_window_s * 1e9)
+    ee = {s: query(engine._poses[(s, "ee")], times, 7) for s in SIDES}
+    ee_past = {s: query(engine._poses[(s, "ee")], times - tip_ns, 7) for s in SIDES}
+    obj = {s: query(engine._poses[(s, "object")], times, 7) for s in SIDES}
+    obj_past = query(engine._poses[("sim", "object")], times - obj_ns, 7)
+    wrench = {}
+    for s in SIDES:
+        series = engine._wrench[s]
+        g = series._grid
+        if series.loaded and (g is None or g.window_ns != win_ns):
+            return None
+        wrench[s] = query(series, times, 6, window=True)
+    if (sim_row is None or real_row is None or obj_past is None or any(v is None for v in ee.values())
+            or any(v is None for v in ee_past.values()) or any(v is None for v in obj.values())
+            or any(v is None for v in wrench.values())):
+        return None
+
+    def finite(a: np.ndarray) -> np.ndarray:
+        return np.isfinite(a).all(axis=1)
+
+    def floats(a: np.ndarray) -> list[float]:
+        return a.tolist()
+
+    nan = np.full(K, np.nan)
+    c["sim_row"], c["real_row"] = sim_row, real_row
+    c["joints_valid"] = (finite(sim_row[:, :j]) & finite(real_row[:, :j])).tolist()
+    c["ee_sim"], c["ee_real"], c["obj_sim"], c["obj_real"] = ee["sim"], ee["real"], obj["sim"], obj["real"]
+    ee_err = ee["real"][:, :3] - ee["sim"][:, :3]
+    c["ee_err"] = ee_err
+    c["ee_err_norm"] = floats(np.where(finite(ee_err), _norm_rows(ee_err), nan))
+    for s in SIDES:
+        v = (ee[s][:, :3] - ee_past[s][:, :3]) / cfg.tip_velocity_window_s
+        c[f"tip_{s}"] = np.where(finite(v)[:, None], v, 0.0)
+    ee_ok = {s: finite(ee[s][:, :3]) for s in SIDES}
+    obj_ok = {s: finite(obj[s][:, :3]) for s in SIDES}
+    real_tool = _norm_rows(obj["real"][:, :3] - ee["real"][:, :3])
+    sim_tool = _norm_rows(obj["sim"][:, :3] - ee["sim"][:, :3])
+    c["real_tool_object_m"] = floats(np.where(obj_ok["real"] & ee_ok["real"], real_tool, nan))
+    both_obj = obj_ok["sim"] & obj_ok["real"]
+    c["obj_err"] = floats(np.where(both_obj, _norm_rows(obj["real"][:, :3] - obj["sim"][:, :3]), nan))
+    c["obj_tool_err"] = floats(np.where(both_obj & ee_ok["sim"] & ee_ok["real"], np.abs(real_tool - sim_tool), nan))
+    speed = _norm_rows(obj["sim"][:, :3] - obj_past[:, :3]) / cfg.object_velocity_window_s
+    c["sim_obj_speed"] = floats(np.where(obj_ok["sim"] & finite(obj_past[:, :3]), speed, nan))
+    sim_w, real_w = wrench["sim"], wrench["real"]
+    c["sim_w"], c["real_w"] = sim_w, real_w
+    c["wrench_valid"] = (finite(sim_w) & finite(real_w)).tolist()
+    rots = {s: ee[s][:, 3:] for s in SIDES}
+    with np.errstate(invalid="ignore"):
+        ok = {s: finite(rots[s]) & (_norm_rows(rots[s]) > 0) for s in SIDES}
+    any_ok = ok["sim"] | ok["real"]
+    for side, w, other in (("sim", sim_w, "real"), ("real", real_w, "sim")):
+        rot = np.where(ok[side][:, None], rots[side], rots[other])
+        use = any_ok & finite(w[:, :3])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rotated = _rotate_rows(np.where(use[:, None], rot, 1.0), w[:, :3])
+        c[f"world_{side}"] = np.where(use[:, None], rotated, w[:, :3])
+    c["frame"] = np.where(any_ok, "world", "sensor").tolist()
+    moving = _plan_moving(engine, times, checks, big, empty)
+    if moving is None:
+        return None
+    c["moving"] = moving
+    series_list = [v[0] for v in checks.values()]
+    return _GridPlan(t0, dt, series_list, [v[1].tolist() for v in checks.values()],
+                     [v[2].tolist() for v in checks.values()], c, empty)
+
+
+def _plan_moving(engine: "DivergenceEngine", times: np.ndarray, checks: dict[int, tuple[_Series, np.ndarray, np.ndarray]],
+                 big: int, empty: list[_Series]) -> list[dict[str, bool]] | None:
+    """``engine._side_moving("sim", t)`` at every grid time, adding the rows it reads to ``checks``."""
+    win_ns = int(max(0.05, 2 * engine.config.features.frozen_samples * 0.002) * 1e9)
+    thr = engine.config.features.frozen_motion_threshold
+    K = times.size
+    out: dict[str, np.ndarray] = {}
+    for topic, series in (("joint_states", engine._joints.get("sim")), ("wrench", engine._wrench["sim"])):
+        if series is None or not series.loaded:
+            if series is not None:
+                empty.append(series)
+            out[topic] = np.zeros(K, dtype=bool)  # never fed: fewer than two samples at any time
+            continue
+        st, sv = series._buf_t, series._buf_v
+        if topic == "joint_states":
+            sv = sv[:, : 2 * len(engine.joint_names or ())]
+        lo = np.searchsorted(st, times - win_ns)
+        hi = np.searchsorted(st, times, side="right")
+        width = int((hi - lo).max()) if K else 0
+        moving = np.zeros(K, dtype=bool)
+        if width >= 2:
+            step = max(1, 4_000_000 // max(1, width * sv.shape[1]))
+            for a in range(0, K, step):
+                b = min(K, a + step)
+                idx = lo[a:b, None] + np.arange(width)
+                inside = idx < hi[a:b, None]
+                v = sv[np.minimum(idx, st.size - 1)]
+                d = np.abs(v - v[:, :1])
+                d[~inside] = np.nan
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows: not moving
+                    m = np.nanmax(d.reshape(b - a, -1), axis=1)
+                moving[a:b] = ((hi[a:b] - lo[a:b]) >= 2) & (m > thr)
+        _, need, first = checks.get(id(series), (series, np.zeros(K, dtype=np.int64), np.full(K, big, dtype=np.int64)))
+        checks[id(series)] = (series, np.maximum(need, hi), np.minimum(first, lo))
+        out[topic] = moving
+    return [{"joint_states": a, "wrench": b} for a, b in zip(out["joint_states"].tolist(), out["wrench"].tolist())]
+
+
 def _norm(x: np.ndarray) -> float:
-    """Euclidean norm of a 1-D float array: np.linalg.norm's arithmetic without its overhead."""
-    return math.sqrt(float(x.dot(x)))
+    """Euclidean norm of a short 1-D float array, squares summed in order.
+
+    Not ``x.dot(x)``: BLAS fuses multiply-adds as the CPU allows, while this sum is the
+    same float operations as :func:`_norm_rows` on whole columns (the grid plan).
+    """
+    total = 0.0
+    for v in x.tolist():
+        total += v * v
+    return math.sqrt(total)
+
+
+def _norm_rows(x: np.ndarray) -> np.ndarray:
+    """:func:`_norm` of every row of x (K, n), with the same float operations."""
+    total = x[:, 0] * x[:, 0]
+    for i in range(1, x.shape[1]):
+        total = total + x[:, i] * x[:, i]
+    return np.sqrt(total)
+
+
+_FLOAT_EPS = float(np.finfo(float).eps)
+
+
+def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Rotate v (3,) by the unit quaternion q (wxyz) normalised: transforms3d's
+    ``quat2mat(q / |q|) @ v`` written out, so :func:`_rotate_rows` repeats it on columns."""
+    w, x, y, z = (q / _norm(q)).tolist()
+    v0, v1, v2 = v.tolist()
+    nq = w * w + x * x + y * y + z * z
+    if nq < _FLOAT_EPS:
+        return np.array([v0, v1, v2])
+    s = 2.0 / nq
+    X, Y, Z = x * s, y * s, z * s
+    wX, wY, wZ = w * X, w * Y, w * Z
+    xX, xY, xZ = x * X, x * Y, x * Z
+    yY, yZ, zZ = y * Y, y * Z, z * Z
+    return np.array([
+        (1.0 - (yY + zZ)) * v0 + (xY - wZ) * v1 + (xZ + wY) * v2,
+        (xY + wZ) * v0 + (1.0 - (xX + zZ)) * v1 + (yZ - wX) * v2,
+        (xZ - wY) * v0 + (yZ + wX) * v1 + (1.0 - (xX + yY)) * v2,
+    ])
+
+
+def _rotate_rows(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """:func:`_rotate` of every row pair of q (K, 4) and v (K, 3)."""
+    qn = q / _norm_rows(q)[:, None]
+    w, x, y, z = qn[:, 0], qn[:, 1], qn[:, 2], qn[:, 3]
+    v0, v1, v2 = v[:, 0], v[:, 1], v[:, 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nq = w * w + x * x + y * y + z * z
+        s = 2.0 / nq
+    X, Y, Z = x * s, y * s, z * s
+    wX, wY, wZ = w * X, w * Y, w * Z
+    xX, xY, xZ = x * X, x * Y, x * Z
+    yY, yZ, zZ = y * Y, y * Z, z * Z
+    out = np.column_stack([
+        (1.0 - (yY + zZ)) * v0 + (xY - wZ) * v1 + (xZ + wY) * v2,
+        (xY + wZ) * v0 + (1.0 - (xX + zZ)) * v1 + (yZ - wX) * v2,
+        (xZ - wY) * v0 + (yZ + wX) * v1 + (1.0 - (xX + yY)) * v2,
+    ])
+    small = nq < _FLOAT_EPS
+    out[small] = v[small]
+    return out
 
 
 def _quat_angle(q1: np.ndarray, q2: np.ndarray) -> float:
@@ -876,6 +1147,7 @@ class DivergenceEngine:
         self._last_tick_ns: int | None = None
         self.analysis_count = 0
         self._planned: list[_PlannedStream] = []
+        self._grid_plan: _GridPlan | None = None
 
     # ------------------------------------------------------------------ inputs
     def _side(self, side: str) -> str:
@@ -1093,6 +1365,7 @@ class DivergenceEngine:
             if p.health_width:
                 p.health = self._health[(p.column.side, p.column.stream)]
         self._planned = planned
+        self._grid_plan = _build_grid_plan(self)
         return True
 
     @property
@@ -1277,50 +1550,48 @@ class DivergenceEngine:
         return np.where(finite, (1 - alpha) * prev + alpha * np.where(finite, value, 0.0), prev)
 
     # ------------------------------------------------------------------ analysis
-    def _analyse(self, t: int) -> None:
+    def _pure_at(self, t: int) -> "_Pure":
+        """What the analysis at grid time t reads from the streams alone (no engine state):
+        the per-tick twin of :meth:`_GridPlan.at`, which gives the same values for all grid
+        times at once (same arithmetic: :func:`_norm` and :func:`_rotate` are sequential
+        float operations, as the plan's numpy columns are)."""
         cfg = self.config
-        self.analysis_count += 1
         j = len(self.joint_names or ())
-        dt_s = self._dt_ns * 1e-9
         gap = self._max_gap_ns
-        sim_row = self._joints["sim"].sample(t, gap)
-        real_row = self._joints["real"].sample(t, gap)
-        joints_valid = bool(np.isfinite(sim_row[:j]).all() and np.isfinite(real_row[:j]).all())
-        res = real_row - sim_row
-        q_res = res[:j]
-        qd_res = res[j:2 * j]
-        eff_res = res[2 * j:]
-        self._last_t_ns = t
-
-        # poses
+        p = _Pure()
+        p.sim_row = sim_row = self._joints["sim"].sample(t, gap)
+        p.real_row = real_row = self._joints["real"].sample(t, gap)
+        p.joints_valid = bool(np.isfinite(sim_row[:j]).all() and np.isfinite(real_row[:j]).all())
         ee = {s: self._poses[(s, "ee")].sample(t, gap) for s in SIDES}
         obj = {s: self._poses[(s, "object")].sample(t, gap) for s in SIDES}
-        ee_err = ee["real"][:3] - ee["sim"][:3]
-        ee_err_norm = float(_norm(ee_err)) if np.isfinite(ee_err).all() else float("nan")
+        p.ee_sim, p.ee_real, p.obj_sim, p.obj_real = ee["sim"], ee["real"], obj["sim"], obj["real"]
+        p.ee_err = ee_err = ee["real"][:3] - ee["sim"][:3]
+        p.ee_err_norm = _norm(ee_err) if np.isfinite(ee_err).all() else float("nan")
         win_ns = int(cfg.tip_velocity_window_s * 1e9)
         tip_vel = {}
         for s in SIDES:
             past = self._poses[(s, "ee")].sample(t - win_ns, gap)[:3]
             v = (ee[s][:3] - past) / cfg.tip_velocity_window_s
             tip_vel[s] = v if np.isfinite(v).all() else np.zeros(3)
-        obj_err = float("nan")
-        obj_tool_err = float("nan")
-        real_tool_object_m = float("nan")
+        p.tip_sim, p.tip_real = tip_vel["sim"], tip_vel["real"]
+        p.obj_err = p.obj_tool_err = p.real_tool_object_m = float("nan")
         if np.isfinite(obj["real"][:3]).all() and np.isfinite(ee["real"][:3]).all():
-            real_tool_object_m = float(_norm(obj["real"][:3] - ee["real"][:3]))
+            p.real_tool_object_m = _norm(obj["real"][:3] - ee["real"][:3])
         if np.isfinite(obj["sim"][:3]).all() and np.isfinite(obj["real"][:3]).all():
-            obj_err = float(_norm(obj["real"][:3] - obj["sim"][:3]))
+            p.obj_err = _norm(obj["real"][:3] - obj["sim"][:3])
             if np.isfinite(ee["sim"][:3]).all() and np.isfinite(ee["real"][:3]).all():
-                obj_tool_err = abs(
-                    float(_norm(obj["real"][:3] - ee["real"][:3]))
-                    - float(_norm(obj["sim"][:3] - ee["sim"][:3]))
-                )
+                p.obj_tool_err = abs(_norm(obj["real"][:3] - ee["real"][:3]) - _norm(obj["sim"][:3] - ee["sim"][:3]))
+        p.sim_obj_speed = float("nan")
+        if np.isfinite(obj["sim"][:3]).all():
+            past = self._poses[("sim", "object")].sample(t - int(cfg.object_velocity_window_s * 1e9), gap)[:3]
+            if np.isfinite(past).all():
+                p.sim_obj_speed = _norm(obj["sim"][:3] - past) / cfg.object_velocity_window_s
 
         # wrench: window means (contact chatters sample to sample), in the world frame
         win_w_ns = int(cfg.wrench_window_s * 1e9)
-        sim_w = self._wrench["sim"].window_mean(t - win_w_ns, t)
-        real_w = self._wrench["real"].window_mean(t - win_w_ns, t)
-        wrench_valid = bool(np.isfinite(sim_w).all() and np.isfinite(real_w).all())
+        p.sim_w = sim_w = self._wrench["sim"].window_mean(t - win_w_ns, t)
+        p.real_w = real_w = self._wrench["real"].window_mean(t - win_w_ns, t)
+        p.wrench_valid = bool(np.isfinite(sim_w).all() and np.isfinite(real_w).all())
         world = {}
         rots = {side: ee[side][3:] for side in SIDES}
         ok = {side: bool(np.isfinite(r).all() and _norm(r) > 0) for side, r in rots.items()}
@@ -1330,11 +1601,38 @@ class DivergenceEngine:
             # in the joints), so a frame mix-up never reads as a force residual.
             rot = rots[side] if ok[side] else rots["real" if side == "sim" else "sim"]
             if (ok["sim"] or ok["real"]) and np.isfinite(w[:3]).all():
-                world[side] = _quat_to_matrix(rot) @ w[:3]
+                world[side] = _rotate(rot, w[:3])
             else:
                 world[side] = w[:3].copy()
+        p.world_sim, p.world_real = world["sim"], world["real"]
         # Without any orientation both stay in the sensor frame, with a tool weight of its own.
-        frame = "world" if ok["sim"] or ok["real"] else "sensor"
+        p.frame = "world" if ok["sim"] or ok["real"] else "sensor"
+        p.moving = self._side_moving("sim", t)
+        return p
+
+    def _analyse(self, t: int) -> None:
+        cfg = self.config
+        self.analysis_count += 1
+        j = len(self.joint_names or ())
+        dt_s = self._dt_ns * 1e-9
+        p = self._grid_plan.at(t, self) if self._grid_plan is not None else None
+        if p is None:
+            p = self._pure_at(t)
+        sim_row, real_row, joints_valid = p.sim_row, p.real_row, p.joints_valid
+        res = real_row - sim_row
+        q_res = res[:j]
+        qd_res = res[j:2 * j]
+        eff_res = res[2 * j:]
+        self._last_t_ns = t
+        ee = {"sim": p.ee_sim, "real": p.ee_real}
+        obj = {"sim": p.obj_sim, "real": p.obj_real}
+        ee_err, ee_err_norm = p.ee_err, p.ee_err_norm
+        tip_vel = {"sim": p.tip_sim, "real": p.tip_real}
+        obj_err, obj_tool_err, real_tool_object_m = p.obj_err, p.obj_tool_err, p.real_tool_object_m
+        sim_w, real_w, wrench_valid = p.sim_w, p.real_w, p.wrench_valid
+        world = {"sim": p.world_sim, "real": p.world_real}
+        frame = p.frame
+
         if np.isfinite(world["sim"]).all():
             if self._tool_weight[frame] is None:
                 self._tool_weight[frame] = world["sim"].copy()
@@ -1346,7 +1644,7 @@ class DivergenceEngine:
         for side in SIDES:
             fw = world[side]
             if np.isfinite(fw).all():
-                fn = float(_norm(fw - base))
+                fn = _norm(fw - base)
                 contact_force[side] = fn
                 if self._contact[side]:
                     self._contact[side] = fn > cfg.contact_release_n
@@ -1360,11 +1658,7 @@ class DivergenceEngine:
 
         # object creeping away from where the sim has it (relative velocity of the error)
         obj_speed = float("nan")
-        sim_obj_speed = float("nan")
-        if np.isfinite(obj["sim"][:3]).all():
-            past = self._poses[("sim", "object")].sample(t - int(cfg.object_velocity_window_s * 1e9), gap)[:3]
-            if np.isfinite(past).all():
-                sim_obj_speed = float(_norm(obj["sim"][:3] - past)) / cfg.object_velocity_window_s
+        sim_obj_speed = p.sim_obj_speed
         if np.isfinite(obj_err):
             err_vec = obj["real"][:3] - obj["sim"][:3]
             self._obj_hist.append((t, err_vec))
@@ -1436,7 +1730,7 @@ class DivergenceEngine:
 
         # health: every pathology of the real streams; of the sim's, only a lost stream
         # (its silence would otherwise starve the residuals without a word).
-        other_moving = self._side_moving("sim", t)
+        other_moving = p.moving
         flags = []
         for side, twin_side in (("real", "sim"), ("sim", "real")):
             for topic in ("joint_states", "wrench"):
