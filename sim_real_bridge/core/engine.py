@@ -62,6 +62,7 @@ from sim_real_bridge.core.features import (
     HealthMarks,
     StreamHealth,
     add_planned,
+    plan_jitter,
     plan_marks,
 )
 from sim_real_bridge.core.ledger import CategoryShareRecord, ResidualLedger, residual_energy
@@ -1367,6 +1368,16 @@ class DivergenceEngine:
         self._planned = planned
         self._grid_plan = _build_grid_plan(self)
         return True
+
+    def plan_ticks(self, ticks_ns: np.ndarray, inclusive: bool = False) -> None:
+        """Tell planned columns the tick times to come: each tick feeds the rows received
+        before it (``inclusive``: up to it) with :meth:`feed_columns` first. Precomputes
+        what the analysis then reads of the stream trackers (the same values)."""
+        ticks = np.asarray(ticks_ns, dtype=np.int64) + (1 if inclusive else 0)
+        for p in self._planned:
+            if p.health is not None and p.lists is not None:
+                counts = np.concatenate((np.searchsorted(p.recv, ticks, side="left"), [p.recv.size]))
+                plan_jitter(p.health, np.asarray(p.column.stamp_ns, dtype=np.int64), counts)
 
     @property
     def next_grid_ns(self) -> int | None:

@@ -143,6 +143,8 @@ class StreamHealth:
         self._frozen_start_ns: int | None = None
         self._period_cache: float | None = None
         self._since_period = 0
+        # sample_count -> (center, MAD, backwards) of the stamp intervals, from plan_jitter.
+        self._jitter_table: dict[int, tuple[float, float, int]] | None = None
 
     @property
     def period_s(self) -> float | None:
@@ -158,6 +160,7 @@ class StreamHealth:
     def reset_stamps(self) -> None:
         """Forget stamp history (after a clock reset on this side)."""
         self._last_stamp_ns = None
+        self._jitter_table = None
         self._stamp_intervals_s.clear()
         self._delays_s.clear()
 
@@ -344,10 +347,15 @@ class StreamHealth:
         jitter = HealthFlag("stamp_jitter")
         if len(self._stamp_intervals_s) >= cfg.jitter_window // 4 and period is not None:
             iv = self._stamp_intervals_s
-            # Sorting short deques beats np.median's overhead (same values: see _median).
-            center = _median(iv)
-            mad_ratio = _median([abs(x - center) for x in iv]) / period
-            backwards = sum(1 for x in iv if x <= 0)
+            planned = self._jitter_table.get(self.sample_count) if self._jitter_table is not None else None
+            if planned is not None:
+                center, mad, backwards = planned
+            else:
+                # Sorting short deques beats np.median's overhead (same values: see _median).
+                center = _median(iv)
+                mad = _median([abs(x - center) for x in iv])
+                backwards = sum(1 for x in iv if x <= 0)
+            mad_ratio = mad / period
             if mad_ratio > cfg.jitter_mad_ratio or backwards > 0.05 * len(iv):
                 delay_std = float(np.std(np.asarray(self._delays_s)))
                 jitter.active = True
@@ -477,6 +485,37 @@ def plan_marks(config: FeatureConfig, values: np.ndarray) -> HealthMarks:
         if repeat[i]:
             rows.append(i), kinds.append("repeat"), vals.append(float(repeat_run[i] + 1))
     return HealthMarks(np.asarray(rows, dtype=np.int64), kinds, vals)
+
+
+def plan_jitter(health: StreamHealth, stamps_ns: np.ndarray, counts: np.ndarray) -> None:
+    """Give a fresh tracker, to be fed ``stamps_ns`` in order (by :func:`add_planned`), the
+    stamp-interval statistics ``flags`` computes (median, MAD, backwards count) at each
+    sample count in ``counts``, on whole columns: same values as its sorted-list medians.
+
+    Counts whose interval window is not yet full are left to ``flags``; a clock reset
+    (``reset_stamps``) drops the table.
+    """
+    size = int(health.config.jitter_window)
+    stamps = np.asarray(stamps_ns, dtype=np.int64)
+    ds = np.diff(stamps).astype(np.float64) * 1e-9
+    m = np.unique(np.asarray(counts, dtype=np.int64))
+    m = m[(m - 1 >= size) & (m <= stamps.size)]
+    table = dict(health._jitter_table or {})
+    if m.size:
+        windows = np.sort(ds[(m - 1 - size)[:, None] + np.arange(size)], axis=1)
+        mid = size // 2
+
+        def median(sorted_rows: np.ndarray) -> np.ndarray:
+            if size % 2:
+                return sorted_rows[:, mid]
+            return (sorted_rows[:, mid - 1] + sorted_rows[:, mid]) / 2.0
+
+        center = median(windows)
+        mad = median(np.sort(np.abs(windows - center[:, None]), axis=1))
+        backwards = (windows <= 0).sum(axis=1)
+        table.update(zip(m.tolist(), zip(center.tolist(), mad.tolist(), backwards.tolist(), strict=True),
+                         strict=True))
+    health._jitter_table = table
 
 
 def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stamps: list[int], recvs: list[int],
