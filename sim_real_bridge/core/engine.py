@@ -806,6 +806,9 @@ class _GridPlan:
         self.columns = columns
         self.empty = list({id(s): s for s in empty}.values())
         self.served = 0
+        # grid index -> ((fit, counted), [(series, rows needed, first row needed)])
+        self.fits: dict[int, tuple[tuple[Any, bool], list[tuple[_Series, int, int]]]] = {}
+        self.fits_served = 0
 
     def at(self, t_ns: int, engine: "DivergenceEngine") -> _Pure | None:
         """The values of ``engine._pure_at(t_ns)``, or None when not (yet) determined."""
@@ -824,6 +827,19 @@ class _GridPlan:
             setattr(p, name, c[name][k])
         self.served += 1
         return p
+
+    def fit_at(self, t_ns: int) -> tuple[Any, bool] | None:
+        """``engine._fit_at(t_ns)`` when planned and determined by the visible rows, else None."""
+        k, r = divmod(t_ns - self.t0_ns, self.dt_ns)
+        entry = None if r else self.fits.get(k)
+        if entry is None:
+            return None
+        result, checks = entry
+        for series, need, first in checks:
+            if need > series._n or first < series._start:
+                return None
+        self.fits_served += 1
+        return result
 
 
 def _build_grid_plan(engine: "DivergenceEngine") -> _GridPlan | None:
@@ -926,8 +942,48 @@ def _build_grid_plan(engine: "DivergenceEngine") -> _GridPlan | None:
         return None
     c["moving"] = moving
     series_list = [v[0] for v in checks.values()]
-    return _GridPlan(t0, dt, series_list, [v[1].tolist() for v in checks.values()],
+    plan = _GridPlan(t0, dt, series_list, [v[1].tolist() for v in checks.values()],
                      [v[2].tolist() for v in checks.values()], c, empty)
+    _plan_fits(engine, plan, times, c["joints_valid"], big)
+    return plan
+
+
+def _plan_fits(engine: "DivergenceEngine", plan: _GridPlan, times: np.ndarray, valid: list[bool], big: int) -> None:
+    """The delay fits at the grid times the engine will fit at when it analyses every grid
+    time in order (after each ``fit_period_s`` with valid joints), batched; windows with
+    missing samples are left to the per-tick fit."""
+    cfg = engine.config
+    j = len(engine.joint_names or ())
+    period = cfg.fit_period_s * 1e9
+    chosen: list[int] = []
+    last: int | None = None
+    for k, (t, ok) in enumerate(zip(times.tolist(), valid, strict=True)):
+        if ok and (last is None or t - last >= period):
+            chosen.append(k)
+            last = t
+    if not chosen:
+        return
+    sides = [engine._joints["real"], engine._joints["sim"]]
+    chunk = 64
+    for a in range(0, len(chosen), chunk):
+        ks = np.asarray(chosen[a:a + chunk], dtype=np.int64)
+        real_t, sim_t, delays = engine._fit_query(times[ks])
+        got = [_grid_query(sides[0], real_t.ravel()), _grid_query(sides[1], sim_t.ravel())]
+        if got[0] is None or got[1] is None:
+            return
+        f, n, d = ks.size, real_t.shape[1], delays.size
+        real = got[0][0][:, :j].reshape(f, n, j)
+        sim = got[1][0][:, :j].reshape(f, d, n, j)
+        need = [got[0][1].reshape(f, -1).max(axis=1), got[1][1].reshape(f, -1).max(axis=1)]
+        first = [got[0][2].reshape(f, -1).min(axis=1), got[1][2].reshape(f, -1).min(axis=1)]
+        whole = np.isfinite(real).all(axis=(1, 2)) & np.isfinite(sim).all(axis=(1, 2, 3)) & (need[0] < big) & (
+            need[1] < big)
+        if not whole.any():
+            continue
+        results = _fits(real[whole], sim[whole], delays, cfg.fit_min_motion_rad)
+        for i, result in zip(np.flatnonzero(whole).tolist(), results, strict=True):
+            checks = [(sides[s], int(need[s][i]), int(first[s][i])) for s in (0, 1)]
+            plan.fits[int(ks[i])] = (result, checks)
 
 
 def _plan_moving(engine: "DivergenceEngine", times: np.ndarray, checks: dict[int, tuple[_Series, np.ndarray, np.ndarray]],
@@ -1062,6 +1118,45 @@ ONSET_SPEED_RAD_S = 0.003  # joint speed that counts as the arm leaving rest
 ONSET_QUIET_S = 0.2  # rest needed before a motion onset counts as the run start
 FIT_MIN_COVERAGE = 0.8  # share of the fit window that must have both sides' joints
 ONSET_MAX_REST_RAD_S = 0.05  # faster than this at the start, the arm was not at rest
+
+
+def _fits(real: np.ndarray, sim: np.ndarray, delays: np.ndarray,
+          min_motion_rad: float) -> list[tuple[DelayFit | None, bool]]:
+    """Delay/gain/offset fits of F windows at once: real (F, n, J), sim (F, D, n, J) at the
+    D delays; per window (fit, whether its delay counts toward the latency estimate).
+
+    Reductions run along the same axes whatever F is, so one window alone gives the
+    bits it gets in a batch.
+    """
+    out: list[tuple[DelayFit | None, bool]] = []
+    motion = np.max(np.std(sim[:, 0], axis=1), axis=1)  # (F,)
+    r0 = real - sim[:, 0]
+    r = real[:, None] - sim  # (F, D, n, J)
+    xc = sim - sim.mean(axis=2, keepdims=True)
+    rc = r - r.mean(axis=2, keepdims=True)
+    sxx = np.sum(xc ** 2, axis=2)  # (F, D, J)
+    sxr = np.sum(xc * rc, axis=2)
+    slope = np.where(sxx > 1e-12, sxr / np.maximum(sxx, 1e-12), 0.0)
+    sse = np.sum(rc ** 2, axis=2) - slope * sxr
+    total = np.sum(sse, axis=2)  # (F, D)
+    worst = np.argmax(np.sum(r0 ** 2, axis=1), axis=1)  # (F,)
+    for f in range(real.shape[0]):
+        sst = float(np.sum(r0[f] ** 2))
+        if sst <= 0:
+            out.append((DelayFit(0.0, 1.0, 1.0, 0.0, 0.0), False))
+            continue
+        size = r0[f].size
+        best = int(np.argmin(total[f]))
+        explained = float(max(0.0, 1.0 - total[f, best] / sst))
+        gain = 1.0 + float(slope[f, best, worst[f]])
+        if float(motion[f]) < min_motion_rad:
+            # Without motion, delay and gain are not identifiable; only an offset is.
+            out.append((DelayFit(0.0, 1.0, explained, math.sqrt(sst / size),
+                                 math.sqrt(max(0.0, total[f, best]) / size)), False))
+            continue
+        out.append((DelayFit(float(delays[best]), gain, explained, math.sqrt(sst / size),
+                             math.sqrt(max(0.0, total[f, best]) / size)), True))
+    return out
 
 
 # --------------------------------------------------------------------------- engine
@@ -1893,48 +1988,39 @@ class DivergenceEngine:
 
     def _fit_delay(self, t: int) -> DelayFit | None:
         """Fit real(t) ~ sim(t - d) + (g - 1)(sim(t - d) - mean) + b per joint, best d over a grid."""
+        planned = self._grid_plan.fit_at(t) if self._grid_plan is not None else None
+        fit, counted = planned if planned is not None else self._fit_at(t)
+        if counted:
+            self._fit_delays.append(fit.delay_s)
+            self._fit_count += 1
+            if len(self._fit_delays) > 2000:
+                del self._fit_delays[:1000]
+        return fit
+
+    def _fit_query(self, t_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Times of the fit at grid times t_ns (F,): real at (F, n), sim at (F, D, n); delays (D,) in s."""
         cfg = self.config
-        j = len(self.joint_names or ())
         n = max(8, int(cfg.fit_window_s * cfg.analysis_rate_hz))
-        times = t - np.arange(n)[::-1] * self._dt_ns
-        real = self._joints["real"].sample(times, self._max_gap_ns, cols=j)
+        times = np.asarray(t_ns, dtype=np.int64)[:, None] - np.arange(n)[::-1] * self._dt_ns
         delays = np.arange(0.0, cfg.fit_max_delay_s + 1e-12, cfg.fit_delay_step_s)
         d_ns = (delays * 1e9).astype(np.int64)
-        query = (times[None, :] - d_ns[:, None]).ravel()
-        sim = self._joints["sim"].sample(query, self._max_gap_ns, cols=j).reshape(len(delays), n, j)
+        return times, times[:, None, :] - d_ns[None, :, None], delays
+
+    def _fit_at(self, t: int) -> tuple[DelayFit | None, bool]:
+        """The fit at t from the visible samples, and whether it counts toward the latency."""
+        j = len(self.joint_names or ())
+        times, query, delays = self._fit_query(np.array([t]))
+        n = times.shape[1]
+        real = self._joints["real"].sample(times[0], self._max_gap_ns, cols=j)
+        sim = self._joints["sim"].sample(query.ravel(), self._max_gap_ns, cols=j).reshape(len(delays), n, j)
         ok = np.all(np.isfinite(real), axis=1) & np.all(np.isfinite(sim), axis=(0, 2))
         if not ok.all():
             # Samples lost on the way (a loaded monitor's queue) leave holes: fit on the rest
             # when most of the window is there.
             if ok.sum() < FIT_MIN_COVERAGE * n:
-                return None
+                return None, False
             real, sim = real[ok], sim[:, ok]
-        motion = float(np.max(np.std(sim[0], axis=0)))
-        r0 = real - sim[0]
-        sst = float(np.sum(r0 ** 2))
-        if sst <= 0:
-            return DelayFit(0.0, 1.0, 1.0, 0.0, 0.0)
-        r = real[None] - sim  # (D, n, J)
-        xc = sim - sim.mean(axis=1, keepdims=True)
-        rc = r - r.mean(axis=1, keepdims=True)
-        sxx = np.sum(xc ** 2, axis=1)  # (D, J)
-        sxr = np.sum(xc * rc, axis=1)
-        slope = np.where(sxx > 1e-12, sxr / np.maximum(sxx, 1e-12), 0.0)
-        sse = np.sum(rc ** 2, axis=1) - slope * sxr  # (D, J)
-        total = np.sum(sse, axis=1)
-        best = int(np.argmin(total))
-        explained = float(max(0.0, 1.0 - total[best] / sst))
-        worst_joint = int(np.argmax(np.sum(r0 ** 2, axis=0)))
-        gain = 1.0 + float(slope[best, worst_joint])
-        if motion < cfg.fit_min_motion_rad:
-            # Without motion, delay and gain are not identifiable; only an offset is.
-            return DelayFit(0.0, 1.0, explained, math.sqrt(sst / r0.size), math.sqrt(max(0.0, total[best]) / r0.size))
-        self._fit_delays.append(float(delays[best]))
-        self._fit_count += 1
-        if len(self._fit_delays) > 2000:
-            del self._fit_delays[:1000]
-        return DelayFit(float(delays[best]), gain, explained, math.sqrt(sst / r0.size),
-                        math.sqrt(max(0.0, total[best]) / r0.size))
+        return _fits(real[None], sim[None], delays, self.config.fit_min_motion_rad)[0]
 
     def _latency(self) -> tuple[float, float]:
         if not self._fit_delays:
