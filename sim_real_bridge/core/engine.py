@@ -60,10 +60,12 @@ from sim_real_bridge.core.features import (
     BiasDriftTracker,
     FeatureConfig,
     HealthMarks,
+    HealthRows,
     StreamHealth,
     add_planned,
     plan_jitter,
     plan_marks,
+    plan_rows,
 )
 from sim_real_bridge.core.ledger import CategoryShareRecord, ResidualLedger, residual_energy
 from sim_real_bridge.errors import ConfigError
@@ -361,6 +363,7 @@ class _PlannedStream:
     series: "_Series | None" = None
     health: StreamHealth | None = None
     marks: HealthMarks | None = None
+    rows: HealthRows | None = None
     health_width: int = 0
     clock: "_ClockPlan | None" = None
     side_rows: np.ndarray | None = None  # this stream's rows' positions in the side's feed order
@@ -1444,6 +1447,7 @@ class DivergenceEngine:
                                    int(self.config.wrench_window_s * 1e9) if col.stream == "wrench" else None)
                 if p.health_width:
                     p.marks = plan_marks(self.config.features, values[:, :p.health_width])
+                    p.rows = plan_rows(self.config.features, col.stamp_ns, p.recv, mapped)
                 p.lists = (np.asarray(col.stamp_ns, dtype=np.int64).tolist(), p.recv.tolist(), mapped.tolist())
                 series[(side, col.stream)] = p.series
         self.joint_names = names
@@ -1517,7 +1521,8 @@ class DivergenceEngine:
                 p.series.last_recv_ns = int(p.recv[hi - 1])
             if p.health is not None and p.marks is not None:
                 stamps, recvs, times = p.lists
-                add_planned(p.health, p.marks, lo, hi, stamps, recvs, times, p.series._buf_v[:, :p.health_width])
+                add_planned(p.health, p.marks, lo, hi, stamps, recvs, times, p.series._buf_v[:, :p.health_width],
+                            p.rows)
             p.fed = hi
         for side in SIDES:
             plans = [p for p in planned if p.column.side == side and p.clock is not None and p.fed]
