@@ -621,9 +621,11 @@ class _ClockMap:
         self._count = 0
         self._spread_at = 0
         self._spread_cache: float | None = None
+        self._plan: _ClockPlan | None = None  # planned samples fed (feed_planned), synced lazily
 
     def delivery_delays_s(self) -> dict[str, dict[str, float]]:
         """Per stream, p50/p99/max of the recent delivery delay beyond the transport floor."""
+        self._sync()
         out = {}
         for stream, delays in sorted(self._stream_delays.items()):
             a = np.asarray(delays, dtype=float) * 1e-9
@@ -637,6 +639,8 @@ class _ClockMap:
 
     def map(self, stamp_ns: int, recv_ns: int, stream: str = "") -> tuple[int, bool]:
         """Return (monitor time of the stamp, whether this stream crossed a clock reset here)."""
+        self._sync()
+        self._plan = None
         d = recv_ns - stamp_ns
         reset = False
         if not self._offsets:
@@ -712,13 +716,26 @@ class _ClockMap:
         return _ClockPlan(stamp, recv, offsets, d - offsets, stream_ids, list(stream_names), rows)
 
     def feed_planned(self, plan: "_ClockPlan", hi: int) -> None:
-        """Take the planned samples up to row hi (exclusive): the state ``map`` leaves."""
-        lo = plan.fed
-        if hi <= lo:
+        """Take the planned samples up to row hi (exclusive): the state ``map`` leaves.
+
+        The offset is set now; the delay histories and per-stream stamps, which only
+        summaries and ``map`` read, are brought up to date when read (:meth:`_sync`).
+        """
+        if hi <= plan.fed:
             return
         self._offsets[0] = int(plan.offsets[hi - 1])
         self._last_recv[0] = int(plan.recv[hi - 1])
-        self._delays.extend(plan.delays[lo:hi].tolist())
+        self._count += hi - plan.fed
+        plan.fed = hi
+        self._plan = plan
+
+    def _sync(self) -> None:
+        """Bring the delay histories and per-stream stamps up to the planned rows fed."""
+        plan = self._plan
+        if plan is None or plan.synced >= plan.fed:
+            return
+        lo, hi = plan.synced, plan.fed
+        self._delays.extend(plan.delays[max(lo, hi - 500):hi].tolist())
         if plan.row_lists is None:
             plan.row_lists = [idx.tolist() for idx in plan.rows]
         for k, idx_list in enumerate(plan.row_lists):
@@ -734,13 +751,23 @@ class _ClockMap:
             per_stream = self._stream_delays.get(stream)
             if per_stream is None:
                 per_stream = self._stream_delays[stream] = deque(maxlen=2000)
-            per_stream.extend(plan.delays[idx[a:b]].tolist())
-        self._count += hi - lo
-        plan.fed = hi
+            per_stream.extend(plan.delays[idx[max(a, b - 2000):b]].tolist())
+        plan.synced = hi
 
     @property
     def spread_s(self) -> float:
         """Std of the delivery delay over recent samples (refreshed every 100 samples)."""
+        plan = self._plan
+        if plan is not None and plan.synced < plan.fed:
+            # Planned rows not synced yet: the history is the synced one plus the plan's pending delays.
+            if min(500, len(self._delays) + plan.fed - plan.synced) <= 2:
+                return 0.0
+            if self._spread_cache is None or self._count - self._spread_at >= 100:
+                pending = plan.delays[max(plan.synced, plan.fed - 500):plan.fed]
+                recent = np.concatenate((np.asarray(self._delays, dtype=np.int64), pending))[-500:]
+                self._spread_cache = float(np.std(recent)) * 1e-9
+                self._spread_at = self._count
+            return self._spread_cache
         if len(self._delays) <= 2:
             return 0.0
         if self._spread_cache is None or self._count - self._spread_at >= 100:
@@ -761,6 +788,7 @@ class _ClockPlan:
     names: list[str]
     rows: list[np.ndarray]
     fed: int = 0
+    synced: int = 0
     row_lists: list[list[int]] | None = None
 
 
@@ -1247,6 +1275,7 @@ class DivergenceEngine:
         self.analysis_count = 0
         self._planned: list[_PlannedStream] = []
         self._grid_plan: _GridPlan | None = None
+        self._tick_cuts: dict[int, tuple[int, ...]] = {}
 
     # ------------------------------------------------------------------ inputs
     def _side(self, side: str) -> str:
@@ -1473,6 +1502,9 @@ class DivergenceEngine:
         before it (``inclusive``: up to it) with :meth:`feed_columns` first. Precomputes
         what the analysis then reads of the stream trackers (the same values)."""
         ticks = np.asarray(ticks_ns, dtype=np.int64) + (1 if inclusive else 0)
+        # The rows each tick feeds, found at once (feed_columns looks them up by time).
+        per_stream = [np.searchsorted(p.recv, ticks, side="left").tolist() for p in self._planned]
+        self._tick_cuts = dict(zip(ticks.tolist(), zip(*per_stream, strict=True), strict=True)) if per_stream else {}
         for p in self._planned:
             if p.health is not None and p.lists is not None:
                 counts = np.concatenate((np.searchsorted(p.recv, ticks, side="left"), [p.recv.size]))
@@ -1491,8 +1523,12 @@ class DivergenceEngine:
     def feed_columns(self, before_recv_ns: int | None = None) -> None:
         """Feed every planned row (and refusal) received before ``before_recv_ns`` (None: all)."""
         planned = self._planned
-        cuts = [len(p.recv_list) if before_recv_ns is None else bisect_left(p.recv_list, before_recv_ns, p.fed)
-                for p in planned]
+        known = self._tick_cuts.get(before_recv_ns) if before_recv_ns is not None else None
+        if known is not None and all(hi >= p.fed for p, hi in zip(planned, known)):
+            cuts = known
+        else:
+            cuts = [len(p.recv_list) if before_recv_ns is None else bisect_left(p.recv_list, before_recv_ns, p.fed)
+                    for p in planned]
         if self.first_recv_ns is None:
             # The first row fed sets the run clock, as the first on_* call would.
             firsts = [int(p.recv[p.fed]) for p, hi in zip(planned, cuts) if hi > p.fed]

@@ -663,7 +663,7 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
                 burst_ns, burst_at = sil, recv
             prev = r
         burst[prev:] = [(burst_ns, burst_at)] * (n - prev)
-    cache_list = [None if np.isnan(c) else c for c in cache_arr.tolist()]
+    cache_list = [None if c != c else c for c in cache_arr.tolist()]  # NaN: no period learned yet
     return HealthRows(
         intervals=ds.tolist(), delays=((recvs - stamps).astype(np.float64) * 1e-9).tolist(), appended=appended,
         appended_after=count_after.tolist(), cache=cache_list, since=since_arr.tolist(),
