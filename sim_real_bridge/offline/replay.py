@@ -385,7 +385,6 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
     store = build_typestore()
     srb = convert.rosbags_namespace(store)
     key_value = convert.rosbags_namespace(store, "diagnostic_msgs").KeyValue
-    viz = convert.rosbags_namespace(store, "visualization_msgs")
     ser = store.serialize_cdr
     open_categories: dict[str, str] = {}
     markers_ns = int(markers_period_s * 1e9) if markers_period_s else None
@@ -399,6 +398,8 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
             bag.add_topic(topic, msgtype)
         summaries = list(outcome.summaries)
         s_index = 0
+        # The joint records, one per analysis time, share one layout: encoded together.
+        joint_bytes = iter(cdr.joint_divergence_cdr_many([rec for _, out in outcome.ticks for rec in out.joints]))
         for now, out in outcome.ticks:
             while s_index < len(summaries) and summaries[s_index].stamp_ns <= now:
                 rec = summaries[s_index]
@@ -406,8 +407,8 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
                 bag.write("/divergence/summary", rec.stamp_ns, ser(msg, DIVERGENCE_TOPICS["/divergence/summary"]))
                 s_index += 1
             # The high-rate records go straight to CDR (same bytes as the message path).
-            for rec in out.joints:
-                bag.write("/divergence/joints", now, cdr.joint_divergence_cdr(rec))
+            for _ in out.joints:
+                bag.write("/divergence/joints", now, next(joint_bytes))
             for rec in out.poses:
                 latest_pose = rec
                 bag.write("/divergence/pose", now, cdr.pose_divergence_cdr(rec, pose_frame_id))
@@ -422,9 +423,8 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
                           ser(convert.gap_event_msg(srb, key_value, rec, now), DIVERGENCE_TOPICS["/divergence/events"]))
             if markers_ns is not None and latest_pose is not None and (next_marker is None or now >= next_marker):
                 next_marker = now + markers_ns
-                msg = convert.divergence_markers(viz, latest_pose, sorted(set(open_categories.values())), now,
-                                                 pose_frame_id)
-                bag.write("/divergence/markers", now, ser(msg, DIVERGENCE_TOPICS["/divergence/markers"]))
+                bag.write("/divergence/markers", now, cdr.divergence_markers_cdr(
+                    latest_pose, sorted(set(open_categories.values())), now, pose_frame_id))
         for rec in summaries[s_index:]:
             msg = convert.divergence_summary_msg(srb, key_value, rec)
             bag.write("/divergence/summary", rec.stamp_ns, ser(msg, DIVERGENCE_TOPICS["/divergence/summary"]))
