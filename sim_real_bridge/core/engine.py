@@ -476,9 +476,12 @@ class _Series:
             first = np.searchsorted(times, q - window_ns, side="right")
             has = idx > first
             means = np.full((count, self.width), np.nan)
-            # The live mean's own reduction, per window (reduceat or cumsums round differently).
-            for k in np.flatnonzero(has).tolist():
-                means[k] = vals[first[k]:idx[k]].mean(axis=0)
+            # The live mean's own reduction (rows added in order, then divided), for all windows
+            # of one length at once (reduceat or cumsums round differently).
+            lengths = idx - first
+            for m in np.unique(lengths[has]).tolist():
+                rows = np.flatnonzero(has & (lengths == m))
+                means[rows] = vals[first[rows][:, None] + np.arange(m)].mean(axis=1)
             cache.window_ns = int(window_ns)
             cache.w_need, cache.w_first = idx, first
             cache.w_values = means
@@ -1147,6 +1150,7 @@ def _point_attr(point: Any, name: str, default: Any = None) -> Any:
 _IDENTITY = object()  # marks a joint name order equal to the engine's
 ONSET_SPEED_RAD_S = 0.003  # joint speed that counts as the arm leaving rest
 ONSET_QUIET_S = 0.2  # rest needed before a motion onset counts as the run start
+TRIM_EVERY_NS = 200_000_000  # how often the stream histories are trimmed to buffer_s
 FIT_MIN_COVERAGE = 0.8  # share of the fit window that must have both sides' joints
 ONSET_MAX_REST_RAD_S = 0.05  # faster than this at the start, the arm was not at rest
 
@@ -1276,6 +1280,7 @@ class DivergenceEngine:
         self._planned: list[_PlannedStream] = []
         self._grid_plan: _GridPlan | None = None
         self._tick_cuts: dict[int, tuple[int, ...]] = {}
+        self._trimmed_ns: int | None = None
 
     # ------------------------------------------------------------------ inputs
     def _side(self, side: str) -> str:
@@ -1605,7 +1610,9 @@ class DivergenceEngine:
                 self._next_t_ns = t + self._dt_ns
                 analysed = True
                 self._analyse(t)
-            if analysed:
+            if analysed and (self._trimmed_ns is None or self._next_t_ns - self._trimmed_ns >= TRIM_EVERY_NS):
+                # Histories are trimmed now and then (buffer_s is far longer than any query reaches).
+                self._trimmed_ns = self._next_t_ns
                 self._trim(self._next_t_ns)
         self._find_motion_onset()
         out, self._pending = self._pending, TickOutput()
