@@ -758,8 +758,9 @@ def _add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stamps
         a, b = bisect_left(rows.gap_rows, lo), bisect_left(rows.gap_rows, hi)
         health._gaps.extend(rows.gaps[a:b])
     health.sample_count += hi - lo
-    a, b = np.searchsorted(marks.rows, [lo, hi]).tolist()
-    for k in range(a, b):
-        health._marks.append((times[int(marks.rows[k])], marks.kinds[k], marks.values[k]))
+    if marks.rows.size:
+        a, b = np.searchsorted(marks.rows, [lo, hi]).tolist()
+        for k in range(a, b):
+            health._marks.append((times[int(marks.rows[k])], marks.kinds[k], marks.values[k]))
     health._last_values = values[hi - 1]
     health._trim(times[hi - 1])
