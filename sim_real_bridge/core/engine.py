@@ -367,6 +367,7 @@ class _PlannedStream:
     health_width: int = 0
     clock: "_ClockPlan | None" = None
     side_rows: np.ndarray | None = None  # this stream's rows' positions in the side's feed order
+    side_row_list: list[int] = field(default_factory=list)
     lists: tuple[list[int], list[int], list[int]] | None = None
     recv_list: list[int] = field(default_factory=list)
     refused_list: list[int] = field(default_factory=list)
@@ -1281,6 +1282,7 @@ class DivergenceEngine:
         self._grid_plan: _GridPlan | None = None
         self._tick_cuts: dict[int, tuple[int, ...]] = {}
         self._trimmed_ns: int | None = None
+        self._planned_sides: list[tuple[str, list[_PlannedStream]]] = []
 
     # ------------------------------------------------------------------ inputs
     def _side(self, side: str) -> str:
@@ -1499,6 +1501,11 @@ class DivergenceEngine:
             if p.health_width:
                 p.health = self._health[(p.column.side, p.column.stream)]
         self._planned = planned
+        for p in planned:
+            if p.side_rows is not None:
+                p.side_row_list = p.side_rows.tolist()
+        self._planned_sides = [(side, [p for p in planned if p.column.side == side and p.clock is not None])
+                               for side in SIDES]
         self._grid_plan = _build_grid_plan(self)
         return True
 
@@ -1559,17 +1566,17 @@ class DivergenceEngine:
             assert p.series is not None and p.lists is not None and p.clock is not None and p.side_rows is not None
             p.series.reveal(hi)
             if col.stream in ("joint_states", "wrench"):
-                p.series.last_recv_ns = int(p.recv[hi - 1])
+                p.series.last_recv_ns = p.recv_list[hi - 1]
             if p.health is not None and p.marks is not None:
                 stamps, recvs, times = p.lists
                 add_planned(p.health, p.marks, lo, hi, stamps, recvs, times, p.series._buf_v[:, :p.health_width],
                             p.rows)
             p.fed = hi
-        for side in SIDES:
-            plans = [p for p in planned if p.column.side == side and p.clock is not None and p.fed]
-            if plans:
-                side_hi = max(int(p.side_rows[p.fed - 1]) + 1 for p in plans)  # type: ignore[index]
-                self._clock[side].feed_planned(plans[0].clock, side_hi)  # type: ignore[arg-type]
+        for side, plans in self._planned_sides:
+            fed = [p for p in plans if p.fed]
+            if fed:
+                side_hi = max(p.side_row_list[p.fed - 1] for p in fed) + 1
+                self._clock[side].feed_planned(fed[0].clock, side_hi)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ ticking
     def _streams_seen(self, now_ns: int) -> list[tuple[_Series, int]]:
