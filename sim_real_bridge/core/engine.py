@@ -801,7 +801,11 @@ class _Pure:
 
     __slots__ = ("sim_row", "real_row", "joints_valid", "ee_sim", "ee_real", "obj_sim", "obj_real", "ee_err",
                  "ee_err_norm", "tip_sim", "tip_real", "obj_err", "obj_tool_err", "real_tool_object_m",
-                 "sim_obj_speed", "sim_w", "real_w", "wrench_valid", "world_sim", "world_real", "frame", "moving")
+                 "sim_obj_speed", "sim_w", "real_w", "wrench_valid", "world_sim", "world_real", "frame", "moving",
+                 # derived from the above (``_derive``): residuals, their squares, norms and masks
+                 "res", "q_sq", "eff_sq", "q_abs", "q_sq_sum", "joint_record", "world_sim_ok", "world_real_ok",
+                 "raw_force", "torque_res", "force_norm", "contact_force_res", "contact_force_norm",
+                 "torque_norm", "stalling", "slow_real", "ee_both", "obj_both")
 
 
 def _grid_query(series: _Series, times_ns: np.ndarray, window: bool = False,
@@ -976,6 +980,7 @@ def _build_grid_plan(engine: "DivergenceEngine") -> _GridPlan | None:
     if moving is None:
         return None
     c["moving"] = moving
+    _derive_columns(engine, c)
     series_list = [v[0] for v in checks.values()]
     plan = _GridPlan(t0, dt, series_list, [v[1].tolist() for v in checks.values()],
                      [v[2].tolist() for v in checks.values()], c, empty)
@@ -1019,6 +1024,34 @@ def _plan_fits(engine: "DivergenceEngine", plan: _GridPlan, times: np.ndarray, v
         for i, result in zip(np.flatnonzero(whole).tolist(), results, strict=True):
             checks = [(sides[s], int(need[s][i]), int(first[s][i])) for s in (0, 1)]
             plan.fits[int(ks[i])] = (result, checks)
+
+
+def _derive_columns(engine: "DivergenceEngine", c: dict[str, Any]) -> None:
+    """``engine._derive`` on the grid plan's columns (same float operations, row by row)."""
+    cfg = engine.config
+    j = len(engine.joint_names or ())
+    res = c["real_row"] - c["sim_row"]
+    q_res, eff_res = res[:, :j], res[:, 2 * j:]
+    c["res"] = res
+    c["q_sq"] = q_sq = q_res ** 2
+    c["eff_sq"] = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
+    c["q_abs"] = np.abs(q_res)
+    c["q_sq_sum"] = np.sum(q_sq, axis=1).tolist()
+    c["joint_record"] = (np.asarray(c["joints_valid"]) | np.isfinite(q_res).any(axis=1)).tolist()
+    c["world_sim_ok"] = np.isfinite(c["world_sim"]).all(axis=1).tolist()
+    c["world_real_ok"] = np.isfinite(c["world_real"]).all(axis=1).tolist()
+    c["raw_force"] = raw = c["world_real"] - c["world_sim"]
+    sim_w, real_w = c["sim_w"], c["real_w"]
+    c["torque_res"] = torque = real_w[:, 3:] - sim_w[:, 3:]
+    c["force_norm"] = np.where(np.asarray(c["wrench_valid"]), _norm_rows(raw), np.nan).tolist()
+    c["contact_force_res"] = force = real_w[:, :3] - sim_w[:, :3]
+    c["contact_force_norm"] = _norm_rows(force).tolist()
+    c["torque_norm"] = _norm_rows(torque).tolist()
+    qd_sim, qd_real = c["sim_row"][:, j:2 * j], c["real_row"][:, j:2 * j]
+    c["stalling"] = (np.abs(qd_real) < cfg.stall_speed_rad_s) & (np.abs(qd_sim) > cfg.stall_sim_speed_rad_s)
+    c["slow_real"] = np.abs(qd_real) < 2 * cfg.stall_speed_rad_s
+    c["ee_both"] = (np.isfinite(c["ee_sim"]).all(axis=1) & np.isfinite(c["ee_real"]).all(axis=1)).tolist()
+    c["obj_both"] = (np.isfinite(c["obj_sim"]).all(axis=1) & np.isfinite(c["obj_real"]).all(axis=1)).tolist()
 
 
 def _plan_moving(engine: "DivergenceEngine", times: np.ndarray, checks: dict[int, tuple[_Series, np.ndarray, np.ndarray]],
@@ -1769,7 +1802,34 @@ class DivergenceEngine:
         # Without any orientation both stay in the sensor frame, with a tool weight of its own.
         p.frame = "world" if ok["sim"] or ok["real"] else "sensor"
         p.moving = self._side_moving("sim", t)
+        self._derive(p)
         return p
+
+    def _derive(self, p: "_Pure") -> None:
+        """The residuals, squares, norms and masks ``_analyse`` takes from the stream values
+        (the per-tick twin of the grid plan's columns; same float operations)."""
+        cfg = self.config
+        j = len(self.joint_names or ())
+        p.res = res = p.real_row - p.sim_row
+        q_res, eff_res = res[:j], res[2 * j:]
+        p.q_sq = q_res ** 2
+        p.eff_sq = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
+        p.q_abs = np.abs(q_res)
+        p.q_sq_sum = float(np.sum(p.q_sq))
+        p.joint_record = bool(p.joints_valid or np.any(np.isfinite(q_res)))
+        p.world_sim_ok = bool(np.isfinite(p.world_sim).all())
+        p.world_real_ok = bool(np.isfinite(p.world_real).all())
+        p.raw_force = p.world_real - p.world_sim
+        p.torque_res = p.real_w[3:] - p.sim_w[3:]
+        p.force_norm = _norm(p.raw_force) if p.wrench_valid else float("nan")
+        p.contact_force_res = p.real_w[:3] - p.sim_w[:3]
+        p.contact_force_norm = _norm(p.contact_force_res)
+        p.torque_norm = _norm(p.torque_res)
+        qd_sim, qd_real = p.sim_row[j:2 * j], p.real_row[j:2 * j]
+        p.stalling = (np.abs(qd_real) < cfg.stall_speed_rad_s) & (np.abs(qd_sim) > cfg.stall_sim_speed_rad_s)
+        p.slow_real = np.abs(qd_real) < 2 * cfg.stall_speed_rad_s
+        p.ee_both = bool(np.isfinite(p.ee_sim).all() and np.isfinite(p.ee_real).all())
+        p.obj_both = bool(np.isfinite(p.obj_sim).all() and np.isfinite(p.obj_real).all())
 
     def _analyse(self, t: int) -> None:
         cfg = self.config
@@ -1780,7 +1840,7 @@ class DivergenceEngine:
         if p is None:
             p = self._pure_at(t)
         sim_row, real_row, joints_valid = p.sim_row, p.real_row, p.joints_valid
-        res = real_row - sim_row
+        res = p.res
         q_res = res[:j]
         qd_res = res[j:2 * j]
         eff_res = res[2 * j:]
@@ -1794,7 +1854,7 @@ class DivergenceEngine:
         world = {"sim": p.world_sim, "real": p.world_real}
         frame = p.frame
 
-        if np.isfinite(world["sim"]).all():
+        if p.world_sim_ok:
             if self._tool_weight[frame] is None:
                 self._tool_weight[frame] = world["sim"].copy()
             elif _norm(world["sim"] - self._tool_weight[frame]) < cfg.contact_release_n:
@@ -1802,9 +1862,9 @@ class DivergenceEngine:
                 self._tool_weight[frame] = (1 - a) * self._tool_weight[frame] + a * world["sim"]
         base = self._tool_weight[frame] if self._tool_weight[frame] is not None else np.zeros(3)
         contact_force = {}
-        for side in SIDES:
+        for side, fw_ok in (("sim", p.world_sim_ok), ("real", p.world_real_ok)):
             fw = world[side]
-            if np.isfinite(fw).all():
+            if fw_ok:
                 fn = _norm(fw - base)
                 contact_force[side] = fn
                 if self._contact[side]:
@@ -1841,9 +1901,8 @@ class DivergenceEngine:
 
         # smoothed residual magnitudes
         if joints_valid:
-            self._res_sq = self._smooth(self._res_sq, q_res ** 2, dt_s)
-            eff_sq = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
-            self._eff_sq = self._smooth(self._eff_sq, eff_sq, dt_s)
+            self._res_sq = self._smooth(self._res_sq, p.q_sq, dt_s)
+            self._eff_sq = self._smooth(self._eff_sq, p.eff_sq, dt_s)
         joint_residual = float(np.sqrt(np.max(self._res_sq))) if self._res_sq is not None else 0.0
         effort_residual = float(np.sqrt(np.max(self._eff_sq))) if self._eff_sq is not None else 0.0
 
@@ -1854,11 +1913,11 @@ class DivergenceEngine:
             quiet = (not self._contact["sim"] and not sim_contact_recent and joints_valid
                      and joint_residual < cfg.bias_quiet_residual_rad
                      and effort_residual < cfg.attribution.effort_residual_nm)
-            raw = world["real"] - world["sim"]
+            raw = p.raw_force
             self._bias.update(t, raw, quiet)
             # The bias estimate is reported, not subtracted: an unfelt residual is the evidence.
             force_res_vec = raw
-            torque_res_vec = real_w[3:] - sim_w[3:]
+            torque_res_vec = p.torque_res
             alpha = min(1.0, dt_s / cfg.smooth_tau_s)
             self._force_res = (1 - alpha) * self._force_res + alpha * force_res_vec
             self._torque_res = (1 - alpha) * self._torque_res + alpha * torque_res_vec
@@ -1869,12 +1928,9 @@ class DivergenceEngine:
         # stalled joints
         stalled: tuple[str, ...] = ()
         if joints_valid and self._stall_s is not None:
-            qd_sim = sim_row[j:2 * j]
-            qd_real = real_row[j:2 * j]
-            stalling = (np.abs(qd_real) < cfg.stall_speed_rad_s) & (np.abs(qd_sim) > cfg.stall_sim_speed_rad_s)
             # A stalled joint stays stalled until it moves again (the sim may pass by it).
-            latched = (self._stall_s >= cfg.attribution.stall_min_s) & (np.abs(qd_real) < 2 * cfg.stall_speed_rad_s)
-            self._stall_s = np.where(stalling | latched, self._stall_s + dt_s, 0.0)
+            latched = (self._stall_s >= cfg.attribution.stall_min_s) & p.slow_real
+            self._stall_s = np.where(p.stalling | latched, self._stall_s + dt_s, 0.0)
             names = self.joint_names or ()
             stalled = tuple(names[i] for i in range(j) if self._stall_s[i] > 0)
         stall_s = float(np.max(self._stall_s)) if self._stall_s is not None and stalled else 0.0
@@ -1959,13 +2015,13 @@ class DivergenceEngine:
             self._pending.events.append(rec)
 
         # ledger and run statistics
-        force_norm = float(_norm(force_res_vec)) if wrench_valid else float("nan")
+        force_norm = p.force_norm
         energy = residual_energy(q_res if joints_valid else np.zeros(0), force_norm,
                                  cfg.ledger_q_scale_rad, cfg.ledger_force_scale_n)
         self._ledger.add(t, verdict.top, energy)
         if joints_valid:
-            self._q_abs.append(np.abs(q_res))
-            self._sums["q_sq"] += float(np.sum(q_res ** 2))
+            self._q_abs.append(p.q_abs)
+            self._sums["q_sq"] += p.q_sq_sum
             self._sums["q_n"] += q_res.size
             if len(self._calib_sim) < 200_000:
                 self._calib_sim.append(sim_row[:j].copy())
@@ -1984,7 +2040,7 @@ class DivergenceEngine:
         # records
         latency_s, latency_std_s = self._latency()
         offset_s, offset_std_s = self._offset()
-        if joints_valid or np.any(np.isfinite(q_res)):
+        if p.joint_record:
             self._pending.joints.append(JointDivergenceRecord(
                 stamp_ns=t, names=self.joint_names or (), position_residual_rad=q_res.copy(),
                 velocity_residual_rad_s=qd_res.copy(), effort_residual=eff_res.copy(),
@@ -1998,16 +2054,16 @@ class DivergenceEngine:
                 self._pending.contacts.append(ContactRecord(
                     stamp_ns=t, sim_force_n=sim_w[:3].copy(), sim_torque_nm=sim_w[3:].copy(),
                     real_force_n=real_w[:3].copy(), real_torque_nm=real_w[3:].copy(),
-                    residual_force_n=real_w[:3] - sim_w[:3], residual_torque_nm=torque_res_vec.copy(),
-                    force_residual_norm_n=float(_norm(real_w[:3] - sim_w[:3])),
-                    torque_residual_norm_nm=float(_norm(torque_res_vec)),
+                    residual_force_n=p.contact_force_res.copy(), residual_torque_nm=torque_res_vec.copy(),
+                    force_residual_norm_n=p.contact_force_norm,
+                    torque_residual_norm_nm=p.torque_norm,
                     sim_contact_phase=PHASE_CONTACT if self._contact["sim"] else PHASE_FREE,
                     real_contact_phase=PHASE_CONTACT if self._contact["real"] else PHASE_FREE,
                 ))
         if self._next_pose_ns is None or t >= self._next_pose_ns:
             self._next_pose_ns = t + int(round(1e9 / cfg.pose_rate_hz))
-            if np.isfinite(ee["sim"]).all() and np.isfinite(ee["real"]).all():
-                has_obj = bool(np.isfinite(obj["sim"]).all() and np.isfinite(obj["real"]).all())
+            if p.ee_both:
+                has_obj = p.obj_both
                 rec = PoseDivergenceRecord(
                     stamp_ns=t, sim_ee_position_m=ee["sim"][:3].copy(), sim_ee_orientation_wxyz=ee["sim"][3:].copy(),
                     real_ee_position_m=ee["real"][:3].copy(), real_ee_orientation_wxyz=ee["real"][3:].copy(),
