@@ -1054,8 +1054,9 @@ def _derive_columns(engine: "DivergenceEngine", c: dict[str, Any]) -> None:
     c["obj_both"] = (np.isfinite(c["obj_sim"]).all(axis=1) & np.isfinite(c["obj_real"]).all(axis=1)).tolist()
 
 
-def _plan_moving(engine: "DivergenceEngine", times: np.ndarray, checks: dict[int, tuple[_Series, np.ndarray, np.ndarray]],
-                 big: int, empty: list[_Series]) -> list[dict[str, bool]] | None:
+def _plan_moving(engine: "DivergenceEngine", times: np.ndarray,
+                 checks: dict[int, tuple[_Series, np.ndarray, np.ndarray]], big: int,
+                 empty: list[_Series]) -> list[dict[str, bool]] | None:
     """``engine._side_moving("sim", t)`` at every grid time, adding the rows it reads to ``checks``."""
     win_ns = int(max(0.05, 2 * engine.config.features.frozen_samples * 0.002) * 1e9)
     thr = engine.config.features.frozen_motion_threshold

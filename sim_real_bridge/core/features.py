@@ -751,7 +751,8 @@ def _add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stamps
     before = rows.appended_after[lo - 1] if lo else 0
     health._intervals_s.extend(rows.appended[before:rows.appended_after[hi - 1]])
     last = hi - 1
-    health._last_stamp_ns, health._last_recv_ns, health._last_time_ns = stamps[last], rows.last_recv[last], rows.last_time[last]
+    health._last_stamp_ns = stamps[last]
+    health._last_recv_ns, health._last_time_ns = rows.last_recv[last], rows.last_time[last]
     health._period_cache, health._since_period = rows.cache[last], rows.since[last]
     health._burst_silence_ns, health._burst_at_ns = rows.burst[last]
     if rows.gap_rows:
