@@ -827,35 +827,72 @@ def _grid_query(series: _Series, times_ns: np.ndarray, window: bool = False,
     return values, np.where(usable, need, big), first
 
 
+#: Grid times a plan holds at once (blocks are built as the analysis reaches them).
+PLAN_BLOCK_TICKS = 2048
+
+
 class _GridPlan:
-    """The stream-only part of the analysis (:meth:`DivergenceEngine._pure_at`) for every
-    grid time of planned columns at once, in numpy columns with the per-tick arithmetic.
+    """The stream-only part of the analysis (:meth:`DivergenceEngine._pure_at`) for the
+    grid times of planned columns, a block of grid times at a time in numpy columns with
+    the per-tick arithmetic, and the delay fits the analysis will ask for, batched.
 
     A grid time is served when every row its answer depends on is visible and none is
     trimmed (the series' ``_n`` and ``_start``), exactly as the grid caches of
     :class:`_Series`; else :meth:`at` returns None and the engine computes it per tick.
+    Blocks (``PLAN_BLOCK_TICKS``) keep the memory bounded on long recordings.
     """
 
-    def __init__(self, t0_ns: int, dt_ns: int, series: list[_Series], need: list[list[int]],
-                 first: list[list[int]], columns: dict[str, Any], empty: list[_Series]) -> None:
+    def __init__(self, engine: "DivergenceEngine", t0_ns: int, size: int, fit_ticks: list[int]) -> None:
+        self.engine = engine
         self.t0_ns = t0_ns
-        self.dt_ns = dt_ns
-        self.size = len(need[0]) if need else 0
-        self.checks = list(zip(series, need, first, strict=True))
-        self.columns = columns
-        self.empty = list({id(s): s for s in empty}.values())
+        self.dt_ns = engine._dt_ns
+        self.size = size
+        self.block_ticks = int(PLAN_BLOCK_TICKS)
+        self.fit_ticks = fit_ticks  # grid indices the analysis fits at when it takes every grid time
         self.served = 0
-        # grid index -> ((fit, counted), [(series, rows needed, first row needed)])
-        self.fits: dict[int, tuple[tuple[Any, bool], list[tuple[_Series, int, int]]]] = {}
+        self.fits_planned = 0
         self.fits_served = 0
+        self._block = -1
+        self.checks: list[tuple[_Series, list[int], list[int]]] = []
+        self.columns: dict[str, Any] | None = None
+        self.empty: list[_Series] = []
+        # grid index -> ((fit, counted), [(series, rows needed, first row needed)]) of the block
+        self.fits: dict[int, tuple[tuple[Any, bool], list[tuple[_Series, int, int]]]] = {}
 
-    def at(self, t_ns: int, engine: "DivergenceEngine") -> _Pure | None:
-        """The values of ``engine._pure_at(t_ns)``, or None when not (yet) determined."""
+    def _load(self, block: int) -> None:
+        """Build the columns and fits of one block of grid times (replacing the previous block)."""
+        self._block = block
+        lo = block * self.block_ticks
+        hi = min(self.size, lo + self.block_ticks)
+        times = self.t0_ns + np.arange(lo, hi, dtype=np.int64) * self.dt_ns
+        built = _plan_block(self.engine, times)
+        self.fits = {}
+        if built is None:
+            self.columns, self.checks, self.empty = None, [], []
+            return
+        self.checks, self.columns, self.empty = built
+        chosen = self.fit_ticks[bisect_left(self.fit_ticks, lo):bisect_left(self.fit_ticks, hi)]
+        if chosen:
+            self.fits = _plan_fits(self.engine, self.t0_ns + np.asarray(chosen, dtype=np.int64) * self.dt_ns, chosen)
+            self.fits_planned += len(self.fits)
+
+    def _index(self, t_ns: int) -> int | None:
+        """Index of t_ns in the loaded block (loading its block), None off the grid or unplanned."""
         k, r = divmod(t_ns - self.t0_ns, self.dt_ns)
         if r or k < 0 or k >= self.size:
             return None
+        block = k // self.block_ticks
+        if block != self._block:
+            self._load(block)
+        return None if self.columns is None else k - block * self.block_ticks
+
+    def at(self, t_ns: int, engine: "DivergenceEngine") -> _Pure | None:
+        """The values of ``engine._pure_at(t_ns)``, or None when not (yet) determined."""
+        i = self._index(t_ns)
+        if i is None:
+            return None
         for series, need, first in self.checks:
-            if need[k] > series._n or first[k] < series._start:
+            if need[i] > series._n or first[i] < series._start:
                 return None
         for series in self.empty:
             if len(series):
@@ -863,14 +900,15 @@ class _GridPlan:
         c = self.columns
         p = _Pure()
         for name in _Pure.__slots__:
-            setattr(p, name, c[name][k])
+            setattr(p, name, c[name][i])  # type: ignore[index]
         self.served += 1
         return p
 
     def fit_at(self, t_ns: int) -> tuple[Any, bool] | None:
         """``engine._fit_at(t_ns)`` when planned and determined by the visible rows, else None."""
-        k, r = divmod(t_ns - self.t0_ns, self.dt_ns)
-        entry = None if r else self.fits.get(k)
+        if self._index(t_ns) is None:
+            return None
+        entry = self.fits.get((t_ns - self.t0_ns) // self.dt_ns)
         if entry is None:
             return None
         result, checks = entry
@@ -882,7 +920,11 @@ class _GridPlan:
 
 
 def _build_grid_plan(engine: "DivergenceEngine") -> _GridPlan | None:
-    """A :class:`_GridPlan` over the engine's planned series (None when a stream has no grid cache)."""
+    """A :class:`_GridPlan` over the engine's planned series (None when a stream has no grid cache).
+
+    The fits are planned where the analysis will fit when it takes every grid time in
+    order: the first grid time with both sides' joints, then each ``fit_period_s`` later.
+    """
     cfg = engine.config
     dt = engine._dt_ns
     j = len(engine.joint_names or ())
@@ -892,10 +934,36 @@ def _build_grid_plan(engine: "DivergenceEngine") -> _GridPlan | None:
     first_ns = max(int(s._buf_t[0]) for s in joints)
     last_ns = max(int(s._buf_t[-1]) for s in joints)
     t0 = -(-first_ns // dt) * dt
-    times = t0 + np.arange(max(0, (last_ns - t0) // dt + 2), dtype=np.int64) * dt
-    K = times.size
-    if K == 0:
+    size = max(0, (last_ns - t0) // dt + 2)
+    if size == 0:
         return None
+    period = cfg.fit_period_s * 1e9
+    fit_ticks: list[int] = []
+    last: int | None = None
+    block = int(PLAN_BLOCK_TICKS)
+    for lo in range(0, size, block):
+        times = t0 + np.arange(lo, min(size, lo + block), dtype=np.int64) * dt
+        valid = None
+        for series in joints:
+            got = _grid_query(series, times)
+            if got is None:
+                return None
+            ok = np.isfinite(got[0][:, :j]).all(axis=1)
+            valid = ok if valid is None else valid & ok
+        for k, (t, ok) in enumerate(zip(times.tolist(), valid.tolist(), strict=True), start=lo):  # type: ignore[union-attr]
+            if ok and (last is None or t - last >= period):
+                fit_ticks.append(k)
+                last = t
+    return _GridPlan(engine, t0, size, fit_ticks)
+
+
+def _plan_block(engine: "DivergenceEngine", times: np.ndarray,
+                ) -> tuple[list[tuple[_Series, list[int], list[int]]], dict[str, Any], list[_Series]] | None:
+    """Columns of ``engine._pure_at`` at ``times``, with the rows each answer needs per
+    series (need, first) and the series never fed; None when a stream has no grid cache."""
+    cfg = engine.config
+    j = len(engine.joint_names or ())
+    K = times.size
     big = np.iinfo(np.int64).max
     checks: dict[int, tuple[_Series, np.ndarray, np.ndarray]] = {}
     empty: list[_Series] = []
@@ -981,37 +1049,28 @@ def _build_grid_plan(engine: "DivergenceEngine") -> _GridPlan | None:
         return None
     c["moving"] = moving
     _derive_columns(engine, c)
-    series_list = [v[0] for v in checks.values()]
-    plan = _GridPlan(t0, dt, series_list, [v[1].tolist() for v in checks.values()],
-                     [v[2].tolist() for v in checks.values()], c, empty)
-    _plan_fits(engine, plan, times, c["joints_valid"], big)
-    return plan
+    checks_list = [(v[0], v[1].tolist(), v[2].tolist()) for v in checks.values()]
+    return checks_list, c, list({id(s): s for s in empty}.values())
 
 
-def _plan_fits(engine: "DivergenceEngine", plan: _GridPlan, times: np.ndarray, valid: list[bool], big: int) -> None:
-    """The delay fits at the grid times the engine will fit at when it analyses every grid
-    time in order (after each ``fit_period_s`` with valid joints), batched; windows with
+def _plan_fits(engine: "DivergenceEngine", times: np.ndarray, ticks: list[int],
+               ) -> dict[int, tuple[tuple[Any, bool], list[tuple[_Series, int, int]]]]:
+    """The delay fits at grid times ``times`` (grid indices ``ticks``), batched: per index
+    (result of ``engine._fit_at``, the rows each side must have visible); windows with
     missing samples are left to the per-tick fit."""
     cfg = engine.config
     j = len(engine.joint_names or ())
-    period = cfg.fit_period_s * 1e9
-    chosen: list[int] = []
-    last: int | None = None
-    for k, (t, ok) in enumerate(zip(times.tolist(), valid, strict=True)):
-        if ok and (last is None or t - last >= period):
-            chosen.append(k)
-            last = t
-    if not chosen:
-        return
+    big = np.iinfo(np.int64).max
     sides = [engine._joints["real"], engine._joints["sim"]]
+    out: dict[int, tuple[tuple[Any, bool], list[tuple[_Series, int, int]]]] = {}
     chunk = 64
-    for a in range(0, len(chosen), chunk):
-        ks = np.asarray(chosen[a:a + chunk], dtype=np.int64)
-        real_t, sim_t, delays = engine._fit_query(times[ks])
+    for a in range(0, len(ticks), chunk):
+        ks = ticks[a:a + chunk]
+        real_t, sim_t, delays = engine._fit_query(times[a:a + chunk])
         got = [_grid_query(sides[0], real_t.ravel()), _grid_query(sides[1], sim_t.ravel())]
         if got[0] is None or got[1] is None:
-            return
-        f, n, d = ks.size, real_t.shape[1], delays.size
+            return out
+        f, n, d = len(ks), real_t.shape[1], delays.size
         real = got[0][0][:, :j].reshape(f, n, j)
         sim = got[1][0][:, :j].reshape(f, d, n, j)
         need = [got[0][1].reshape(f, -1).max(axis=1), got[1][1].reshape(f, -1).max(axis=1)]
@@ -1023,7 +1082,8 @@ def _plan_fits(engine: "DivergenceEngine", plan: _GridPlan, times: np.ndarray, v
         results = _fits(real[whole], sim[whole], delays, cfg.fit_min_motion_rad)
         for i, result in zip(np.flatnonzero(whole).tolist(), results, strict=True):
             checks = [(sides[s], int(need[s][i]), int(first[s][i])) for s in (0, 1)]
-            plan.fits[int(ks[i])] = (result, checks)
+            out[ks[i]] = (result, checks)
+    return out
 
 
 def _derive_columns(engine: "DivergenceEngine", c: dict[str, Any]) -> None:
