@@ -805,7 +805,7 @@ class _Pure:
                  # derived from the above (``_derive``): residuals, their squares, norms and masks
                  "res", "q_sq", "eff_sq", "q_abs", "q_sq_sum", "joint_record", "world_sim_ok", "world_real_ok",
                  "raw_force", "torque_res", "force_norm", "contact_force_res", "contact_force_norm",
-                 "torque_norm", "stalling", "slow_real", "ee_both", "obj_both")
+                 "torque_norm", "stalling", "slow_real", "ee_both", "obj_both", "energy")
 
 
 def _grid_query(series: _Series, times_ns: np.ndarray, window: bool = False,
@@ -1112,6 +1112,19 @@ def _derive_columns(engine: "DivergenceEngine", c: dict[str, Any]) -> None:
     c["slow_real"] = np.abs(qd_real) < 2 * cfg.stall_speed_rad_s
     c["ee_both"] = (np.isfinite(c["ee_sim"]).all(axis=1) & np.isfinite(c["ee_real"]).all(axis=1)).tolist()
     c["obj_both"] = (np.isfinite(c["obj_sim"]).all(axis=1) & np.isfinite(c["obj_real"]).all(axis=1)).tolist()
+    # residual_energy row by row: the mean over finite joint residuals (all of them, on valid
+    # rows with every residual finite; others through the function), plus the force term.
+    q_scale, f_scale = cfg.ledger_q_scale_rad, cfg.ledger_force_scale_n  # > 0 (EngineConfig.validate)
+    valid = np.asarray(c["joints_valid"], dtype=bool)
+    whole = valid & np.isfinite(q_res).all(axis=1)
+    energy = np.where(whole, ((q_res / q_scale) ** 2).mean(axis=1), 0.0)
+    force_norm = np.asarray(c["force_norm"])
+    with np.errstate(invalid="ignore"):
+        energy = np.where(np.isfinite(force_norm), energy + (force_norm / f_scale) ** 2, energy)
+    out = energy.tolist()
+    for k in np.flatnonzero(valid & ~whole).tolist():
+        out[k] = residual_energy(q_res[k], c["force_norm"][k], q_scale, f_scale)
+    c["energy"] = out
 
 
 def _plan_moving(engine: "DivergenceEngine", times: np.ndarray,
@@ -1891,6 +1904,8 @@ class DivergenceEngine:
         p.slow_real = np.abs(qd_real) < 2 * cfg.stall_speed_rad_s
         p.ee_both = bool(np.isfinite(p.ee_sim).all() and np.isfinite(p.ee_real).all())
         p.obj_both = bool(np.isfinite(p.obj_sim).all() and np.isfinite(p.obj_real).all())
+        p.energy = residual_energy(q_res if p.joints_valid else np.zeros(0), p.force_norm,
+                                   cfg.ledger_q_scale_rad, cfg.ledger_force_scale_n)
 
     def _analyse(self, t: int) -> None:
         cfg = self.config
@@ -2077,9 +2092,7 @@ class DivergenceEngine:
 
         # ledger and run statistics
         force_norm = p.force_norm
-        energy = residual_energy(q_res if joints_valid else np.zeros(0), force_norm,
-                                 cfg.ledger_q_scale_rad, cfg.ledger_force_scale_n)
-        self._ledger.add(t, verdict.top, energy)
+        self._ledger.add(t, verdict.top, p.energy)
         if joints_valid:
             self._q_abs.append(p.q_abs)
             self._sums["q_sq"] += p.q_sq_sum
