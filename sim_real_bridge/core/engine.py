@@ -1625,7 +1625,8 @@ class DivergenceEngine:
         per_stream = [np.searchsorted(p.recv, ticks, side="left").tolist() for p in self._planned]
         self._tick_cuts = dict(zip(ticks.tolist(), zip(*per_stream, strict=True), strict=True)) if per_stream else {}
         for p in self._planned:
-            if p.health is not None and p.lists is not None:
+            # The sim side's health reports dropouts only (see _analyse): no jitter statistics.
+            if p.health is not None and p.lists is not None and p.column.side != "sim":
                 counts = np.concatenate((np.searchsorted(p.recv, ticks, side="left"), [p.recv.size]))
                 plan_jitter(p.health, np.asarray(p.column.stamp_ns, dtype=np.int64), counts)
 
