@@ -77,7 +77,7 @@ def split_replay(bag: Path, config: ReplayConfig, out: Path) -> dict[str, float]
 
     t0 = time.process_time()
     with open_bags([bag]) as bags:
-        streams, wanted = _read_streams(bags, config, None, None, [])
+        streams, wanted = _read_streams(bags, config, None, None, [], {})
     t1 = time.process_time()
     outcome = replay_columns(streams, config.engine_config(), config.intake, config.tick_period_s, 1.0)
     t2 = time.process_time()

@@ -88,3 +88,30 @@ def test_bytes_equal_rclpy_serialization_of_the_message_the_node_used_to_build(k
     decoded = rclpy_serialization.deserialize_message(data, type(msg))
     assert repr(decoded) == repr(rclpy_serialization.deserialize_message(rclpy_serialization.serialize_message(msg),
                                                                           type(msg)))
+
+
+def test_many_joint_records_give_each_record_bytes() -> None:
+    """The batched writer gives each record's own bytes, whatever layouts are mixed."""
+    records = []
+    for i in range(40):
+        joints = 7 if i % 9 else 3
+        velocity = RNG.normal(size=joints) if i % 5 else np.zeros(0)
+        records.append(JointDivergenceRecord(
+            stamp_ns=1_700_000_000_000_000_000 + i * 20_000_037, names=tuple(f"j{k}" for k in range(joints)),
+            position_residual_rad=RNG.normal(size=joints), velocity_residual_rad_s=velocity,
+            effort_residual=np.where(RNG.random(joints) < 0.2, np.nan, RNG.normal(size=joints)),
+            clock_offset_s=RNG.normal(), clock_offset_std_s=math.inf if i == 3 else 1e-4, latency_s=0.01 * i,
+            latency_std_s=0.0, latency_compensated=i % 2 == 0))
+    assert cdr.joint_divergence_cdr_many(records, "base") == [cdr.joint_divergence_cdr(r, "base") for r in records]
+
+
+@pytest.mark.parametrize("open_categories", [[], ["contact", "sensor"]])
+def test_divergence_markers_bytes(open_categories: list[str]) -> None:
+    rec = PoseDivergenceRecord(
+        stamp_ns=5, sim_ee_position_m=RNG.normal(size=3), sim_ee_orientation_wxyz=np.array([1.0, 0, 0, 0]),
+        real_ee_position_m=RNG.normal(size=3), real_ee_orientation_wxyz=np.array([1.0, 0, 0, 0]),
+        ee_position_error_m=RNG.normal(size=3), ee_position_error_norm_m=0.0123, ee_orientation_error_rad=0.1)
+    viz = convert.rosbags_namespace(STORE, "visualization_msgs")
+    msg = convert.divergence_markers(viz, rec, open_categories, 1_700_000_000_123_456_789, "world")
+    expected = _rosbags(msg, "visualization_msgs/msg/MarkerArray")
+    assert cdr.divergence_markers_cdr(rec, open_categories, 1_700_000_000_123_456_789, "world") == expected

@@ -198,3 +198,35 @@ def test_recorded_tick_times_are_followed_the_same_way_by_both_paths() -> None:
     _assert_same_analysis(columns, rows)
     # The stall changed the analysis (a skip ahead): recorded ticks are not decoration.
     assert columns.engine.analysis_count != fixed.engine.analysis_count
+
+
+@pytest.mark.parametrize("block_ticks", [2048, 97])
+def test_grid_wide_analysis_serves_the_column_path_and_equals_the_per_tick_path(monkeypatch, block_ticks) -> None:
+    """The column path analyses with whole-grid numpy (samples, window means, world-frame
+    forces, sim motion, delay fits, stream-health rows and jitter statistics), a block of
+    grid times at a time; the row path computes each per tick. Both must agree, and the
+    grid-wide parts must really be used."""
+    from sim_real_bridge.core import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "PLAN_BLOCK_TICKS", block_ticks)
+    streams = _streams(seed=8)
+    sim_wrench = streams[2]
+    assert isinstance(sim_wrench, WrenchStream) and sim_wrench.side == "sim"
+    force, torque = sim_wrench.force_n.copy(), sim_wrench.torque_nm.copy()
+    # The sim's wrench barely moves while the real one is frozen: motion at the threshold's scale.
+    noise = np.random.default_rng(3).normal(0, 1e-5, (600, 6))
+    force[4300:4900] = force[4300] + noise[:, :3]
+    torque[4300:4900] = torque[4300] + noise[:, 3:]
+    streams[2] = WrenchStream("sim", sim_wrench.recv_ns, sim_wrench.stamp_ns, sim_wrench.frame_ids, force, torque)
+    columns, rows = _both(streams)
+    engine = columns.engine
+    plan = engine._grid_plan
+    assert plan is not None and rows.engine._grid_plan is None
+    assert plan.served >= 0.9 * engine.analysis_count
+    assert plan.fits_served >= 0.9 * plan.fits_planned > 50
+    planned = [p for p in engine._planned if p.health is not None]
+    assert planned and all(p.rows is not None for p in planned)
+    assert engine._health[("real", "joint_states")]._jitter_table
+    summary = rows.engine.run_summary()
+    assert summary["ledger"]["categories"] and summary["events"]
+    _assert_same_analysis(columns, rows)

@@ -176,3 +176,51 @@ def test_config_errors() -> None:
         StreamHealth(FeatureConfig(frozen_samples=1))
     with pytest.raises(ConfigError, match="BiasDriftTracker needs"):
         BiasDriftTracker(tau_s=0.0)
+
+
+def _pathological_stream(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """4000 samples at 500 Hz: dropouts, repeated and backwards stamps, jitter, delivery bursts."""
+    rng = np.random.default_rng(seed)
+    n = 4000
+    steps = np.full(n, 2_000_000, dtype=np.int64)
+    steps[0] = 0
+    steps[900] = 600_000_000  # dropout
+    steps[2500] = 50_000_000  # short dropout
+    steps[3000:3010] = 0  # repeated stamps
+    steps[1200] = -1_000_000  # one stamp back
+    steps[3500:] += rng.integers(-900_000, 900_000, n - 3500)  # jitter
+    stamps = 1_000_000_000 + np.cumsum(steps)
+    recvs = stamps + 300_000 + rng.integers(0, 100_000, n)
+    recvs[1800:1900] = recvs[1900]  # delivered late, at once
+    recvs[2200:2210] = recvs[2210]
+    recvs = np.maximum.accumulate(recvs)
+    times = np.maximum.accumulate(stamps + 50_000)
+    values = rng.normal(size=(n, 3))
+    return stamps, recvs, times, values
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_planned_rows_leave_the_state_add_leaves(seed: int) -> None:
+    from sim_real_bridge.core.features import add_planned, plan_marks, plan_rows
+
+    cfg = FeatureConfig()
+    stamps, recvs, times, values = _pathological_stream(seed)
+    rows = plan_rows(cfg, stamps, recvs, times)
+    assert rows is not None and rows.gaps  # the dropouts were seen, the planned path taken
+    marks = plan_marks(cfg, values)
+    by_row, planned = StreamHealth(cfg), StreamHealth(cfg)
+    rng = np.random.default_rng(seed)
+    cuts = np.unique(np.concatenate(([0, stamps.size], rng.integers(1, stamps.size, 300))))
+    lists = (stamps.tolist(), recvs.tolist(), times.tolist())
+    for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        for i in range(lo, hi):
+            by_row.add(int(stamps[i]), int(recvs[i]), int(times[i]), values[i])
+        add_planned(planned, marks, lo, hi, *lists, values, rows)
+        for name in ("sample_count", "_last_stamp_ns", "_last_recv_ns", "_last_time_ns", "_first_recv_ns",
+                     "_burst_silence_ns", "_burst_at_ns", "_period_cache", "_since_period"):
+            assert getattr(planned, name) == getattr(by_row, name), (name, hi)
+        for name in ("_intervals_s", "_stamp_intervals_s", "_delays_s", "_gaps", "_marks"):
+            assert list(getattr(planned, name)) == list(getattr(by_row, name)), (name, hi)
+        t = int(times[hi - 1])
+        assert [(f.name, f.active, f.severity) for f in planned.flags(t, now_ns=int(recvs[hi - 1]))] == [
+            (f.name, f.active, f.severity) for f in by_row.flags(t, now_ns=int(recvs[hi - 1]))]

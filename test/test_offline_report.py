@@ -313,3 +313,50 @@ def test_rollup_errors() -> None:
         render_rollup_report([])
     with pytest.raises(ConfigError, match=r"runs\[1\] must be a RunReportData or a dict, got str"):
         render_rollup_report([{"name": "a"}, "b"])  # type: ignore[list-item]
+
+
+_SUBPLOT_CASES = [
+    {"rows": 3, "cols": 1, "shared_xaxes": True, "vertical_spacing": 0.05},
+    {"rows": 2, "cols": 1, "shared_xaxes": True, "vertical_spacing": 0.08},
+    {"rows": 1, "cols": 2, "subplot_titles": ["force", "torque"]},
+    {"rows": 2, "cols": 3, "specs": [[{"colspan": 3}, None, None], [{}, {}, {}]], "vertical_spacing": 0.2,
+     "row_heights": [0.6, 0.4], "subplot_titles": ["a", "b", "c", "d"]},
+]
+
+
+@pytest.mark.parametrize("case", _SUBPLOT_CASES, ids=lambda c: f"{c['rows']}x{c['cols']}")
+def test_plain_dict_subplots_are_laid_out_as_plotly_lays_them_out(case: dict) -> None:
+    from plotly.subplots import make_subplots
+
+    from sim_real_bridge.offline import plot_spec
+
+    ours = plot_spec.subplots(**case).layout
+    theirs = make_subplots(**case).to_plotly_json()["layout"]
+    theirs.pop("template", None)
+    assert sorted(ours) == sorted(theirs)
+    for key, axis in theirs.items():
+        if key == "annotations":
+            assert [a["text"] for a in ours[key]] == [a["text"] for a in axis]
+            for a, b in zip(ours[key], axis, strict=True):
+                assert a["x"] == pytest.approx(b["x"]) and a["y"] == pytest.approx(b["y"])
+            continue
+        assert {k: v for k, v in ours[key].items() if k != "domain"} == {k: v for k, v in axis.items() if k != "domain"}
+        assert ours[key]["domain"] == pytest.approx(axis["domain"])
+
+
+def test_plain_dict_traces_serialise_as_plotly_writes_them() -> None:
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    from sim_real_bridge.offline import plot_spec
+
+    x = np.linspace(0.0, 1.0, 7, dtype=np.float32)
+    y = np.array([0.0, np.nan, 2.0, 3.0, 4.0, 5.0, 6.0], dtype=np.float32)
+    ours = json.loads(plot_spec.to_json(plot_spec.Figure(plot_spec.scatter(x=x, y=y, mode="lines", marker_color="red"))))
+    theirs = json.loads(pio.to_json(go.Figure(go.Scatter(x=x, y=y, mode="lines", marker_color="red")), validate=False))
+    assert ours["data"] == theirs["data"]
+    fig = plot_spec.Figure().update_layout(title="t", yaxis_title="events", xaxis={"title": "s", "range": [0, 1]})
+    assert fig.layout == {"title": {"text": "t"}, "yaxis": {"title": {"text": "events"}},
+                          "xaxis": {"title": {"text": "s"}, "range": [0, 1]}}
+    with pytest.raises(ConfigError, match="no subplot at row 2"):
+        plot_spec.subplots(rows=1, cols=1).axis_refs(2, 1)

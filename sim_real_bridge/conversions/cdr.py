@@ -17,6 +17,7 @@ import functools
 import math
 import struct
 from types import SimpleNamespace
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -147,8 +148,10 @@ class _Writer:
     """Little-endian XCDR1 body after the 4-byte encapsulation header; alignment is
     relative to the body start."""
 
-    def __init__(self) -> None:
+    def __init__(self, marks: list[int] | None = None) -> None:
         self.buf = bytearray(b"\x00\x01\x00\x00")
+        # When given: where each f64s/f64_seq block (-1: empty sequence) and u8 lands.
+        self.marks = marks
 
     def align(self, size: int) -> None:
         pad = -(len(self.buf) - _HEADER) % size
@@ -173,6 +176,8 @@ class _Writer:
     def f64s(self, values: Any) -> None:
         """Fixed-size float64 fields in a row."""
         self.align(8)
+        if self.marks is not None:
+            self.marks.append(len(self.buf))
         self.buf += np.asarray(values, dtype="<f8").tobytes()
 
     def f64_seq(self, values: Any) -> None:
@@ -180,9 +185,14 @@ class _Writer:
         self.u32(arr.size)
         if arr.size:
             self.align(8)
+        if self.marks is not None:
+            self.marks.append(len(self.buf) if arr.size else -1)
+        if arr.size:
             self.buf += arr.tobytes()
 
     def u8(self, value: int) -> None:
+        if self.marks is not None:
+            self.marks.append(len(self.buf))
         self.buf.append(int(value) & 0xFF)
 
 
@@ -191,9 +201,60 @@ def _pose_values(position_m: Any, orientation_wxyz: Any) -> list[float]:
     return [float(v) for v in position_m[:3]] + [x, y, z, w]
 
 
-def joint_divergence_cdr(record: Any, frame_id: str = "") -> bytes:
+def _fill(template: bytes, stamp_ns: np.ndarray, floats: Sequence[tuple[int, np.ndarray]],
+          octets: Sequence[tuple[int, np.ndarray]]) -> list[bytes]:
+    """Messages of one layout from a template: the stamp at body offset 0 and, per row,
+    float64 blocks and single bytes at given offsets (of the whole message)."""
+    n = stamp_ns.size
+    out = np.tile(np.frombuffer(template, dtype=np.uint8), (n, 1))
+    sec, nanosec = np.divmod(stamp_ns.astype(np.int64), 1_000_000_000)
+    stamps = np.empty((n, 2), dtype="<i4")
+    stamps[:, 0], stamps[:, 1] = sec, nanosec  # nanosec < 2**31: the uint32 bytes are the same
+    out[:, _HEADER:_HEADER + 8] = stamps.view(np.uint8)
+    for offset, values in floats:
+        block = np.ascontiguousarray(values, dtype="<f8").reshape(n, -1)
+        out[:, offset:offset + 8 * block.shape[1]] = block.view(np.uint8)
+    for offset, values in octets:
+        out[:, offset] = np.asarray(values).astype(np.uint8)
+    return [row.tobytes() for row in out]
+
+
+def joint_divergence_cdr_many(records: Sequence[Any], frame_id: str = "") -> list[bytes]:
+    """:func:`joint_divergence_cdr` of many records at once (same bytes): records of one
+    layout (joint names and array lengths) are filled into one template with numpy."""
+    out: list[bytes | None] = [None] * len(records)
+    groups: dict[tuple, list[int]] = {}
+    for i, rec in enumerate(records):
+        key = (tuple(rec.names), np.size(rec.position_residual_rad), np.size(rec.velocity_residual_rad_s),
+               np.size(rec.effort_residual))
+        groups.setdefault(key, []).append(i)
+    for (names, nq, nqd, neff), rows in groups.items():
+        stamps = np.array([int(records[i].stamp_ns) for i in rows], dtype=np.int64)
+        sec = stamps // 1_000_000_000
+        if len(rows) < 8 or sec.min() < -(2**31) or sec.max() >= 2**31:
+            for i in rows:
+                out[i] = joint_divergence_cdr(records[i], frame_id)
+            continue
+        marks: list[int] = []
+        template = joint_divergence_cdr(records[rows[0]], frame_id, marks)
+        picked = [records[i] for i in rows]
+        floats = []
+        for offset, values in zip(marks[:3], (
+                [r.position_residual_rad for r in picked], [r.velocity_residual_rad_s for r in picked],
+                [r.effort_residual for r in picked]), strict=True):
+            if offset >= 0:
+                floats.append((offset, np.asarray(values, dtype=float).reshape(len(rows), -1)))
+        floats.append((marks[3], np.array([[r.clock_offset_s, r.clock_offset_std_s, r.latency_s, r.latency_std_s]
+                                           for r in picked], dtype=float)))
+        flags = np.array([bool(r.latency_compensated) for r in picked])
+        for i, data in zip(rows, _fill(template, stamps, floats, [(marks[4], flags)]), strict=True):
+            out[i] = data
+    return out  # type: ignore[return-value]
+
+
+def joint_divergence_cdr(record: Any, frame_id: str = "", marks: list[int] | None = None) -> bytes:
     """sim_real_bridge/msg/JointDivergence of a JointDivergenceRecord, as CDR bytes."""
-    out = _Writer()
+    out = _Writer(marks)
     out.header(record.stamp_ns, frame_id)
     out.u32(len(record.names))
     for name in record.names:
@@ -237,4 +298,61 @@ def pose_divergence_cdr(record: Any, frame_id: str = "world") -> bytes:
     else:
         objects = list(_ZERO_POSE) * 2 + [math.nan, math.nan]
     out.f64s(objects)
+    return bytes(out.buf)
+
+
+# visualization_msgs/Marker constants (as divergence_msgs.divergence_markers uses them).
+_ARROW, _SPHERE, _TEXT_VIEW_FACING, _ADD = 0, 2, 9, 0
+_F32x4 = struct.Struct("<4f")
+
+
+def _marker(out: _Writer, stamp_ns: int, frame_id: str, ns: str, marker_id: int, kind: int,
+            position: Any, scale: tuple[float, float, float], rgba: tuple[float, float, float, float],
+            points: tuple[Any, ...] = (), text: str = "") -> None:
+    """One visualization_msgs/Marker as divergence_markers fills it (every other field at its default)."""
+    out.header(stamp_ns, frame_id)
+    out.string(ns)
+    out.align(4)
+    out.buf += struct.pack("<3i", marker_id, kind, _ADD)
+    out.f64s([float(v) for v in position[:3]] + [0.0, 0.0, 0.0, 1.0])  # pose: position, orientation xyzw
+    out.f64s(list(scale))
+    out.align(4)
+    out.buf += _F32x4.pack(*rgba)
+    out.buf += _STAMP.pack(0, 0)  # lifetime
+    out.u8(0)  # frame_locked
+    out.u32(len(points))
+    if points:
+        out.f64s([float(v) for p in points for v in p[:3]])
+    out.u32(0)  # colors
+    out.string("")  # texture_resource
+    out.header(0, "")  # texture: CompressedImage header, format, data
+    out.string("")
+    out.u32(0)
+    out.u32(0)  # uv_coordinates
+    out.string(text)
+    out.string("")  # mesh_resource
+    out.string("")  # mesh_file: filename, data
+    out.u32(0)
+    out.u8(0)  # mesh_use_embedded_materials
+
+
+def divergence_markers_cdr(record: Any, open_categories: Sequence[str], stamp_ns: int,
+                           frame_id: str = "world") -> bytes:
+    """visualization_msgs/MarkerArray of :func:`~sim_real_bridge.conversions.divergence_msgs.divergence_markers`
+    (sim and real end effector, the error arrow, the label), as CDR bytes."""
+    from sim_real_bridge.conversions.divergence_msgs import CATEGORY_RGBA
+
+    colour = CATEGORY_RGBA[open_categories[0] if open_categories else "none"]
+    sim_p = np.asarray(record.sim_ee_position_m, dtype=float)
+    real_p = np.asarray(record.real_ee_position_m, dtype=float)
+    out = _Writer()
+    out.u32(4)
+    _marker(out, stamp_ns, frame_id, "sim_ee", 0, _SPHERE, sim_p, (0.04, 0.04, 0.04), (0.2, 0.4, 1.0, 0.8))
+    _marker(out, stamp_ns, frame_id, "real_ee", 1, _SPHERE, real_p, (0.04, 0.04, 0.04), (1.0, 0.3, 0.2, 0.8))
+    _marker(out, stamp_ns, frame_id, "ee_error", 2, _ARROW, (0.0, 0.0, 0.0), (0.005, 0.012, 0.012), colour,
+            points=(sim_p, real_p))
+    label = ", ".join(open_categories) if open_categories else "in agreement"
+    _marker(out, stamp_ns, frame_id, "label", 3, _TEXT_VIEW_FACING, real_p + np.array([0.0, 0.0, 0.12]),
+            (0.0, 0.0, 0.05), colour,
+            text=f"{label}  |  ee error {1000 * float(record.ee_position_error_norm_m):.1f} mm")
     return bytes(out.buf)

@@ -39,6 +39,7 @@ the same period as the live node, so replay gives the live run's events.
 from __future__ import annotations
 
 import math
+import warnings
 from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -59,9 +60,12 @@ from sim_real_bridge.core.features import (
     BiasDriftTracker,
     FeatureConfig,
     HealthMarks,
+    HealthRows,
     StreamHealth,
     add_planned,
+    plan_jitter,
     plan_marks,
+    plan_rows,
 )
 from sim_real_bridge.core.ledger import CategoryShareRecord, ResidualLedger, residual_energy
 from sim_real_bridge.errors import ConfigError
@@ -359,9 +363,11 @@ class _PlannedStream:
     series: "_Series | None" = None
     health: StreamHealth | None = None
     marks: HealthMarks | None = None
+    rows: HealthRows | None = None
     health_width: int = 0
     clock: "_ClockPlan | None" = None
     side_rows: np.ndarray | None = None  # this stream's rows' positions in the side's feed order
+    side_row_list: list[int] = field(default_factory=list)
     lists: tuple[list[int], list[int], list[int]] | None = None
     recv_list: list[int] = field(default_factory=list)
     refused_list: list[int] = field(default_factory=list)
@@ -402,6 +408,7 @@ class _Series:
     def __init__(self, width: int) -> None:
         self.width = width
         self._grid: _GridCache | None = None
+        self.loaded = False
         self.t = np.zeros(0, dtype=np.int64)
         self.v = np.zeros((0, width))
         self._buf_t = np.zeros(256, dtype=np.int64)
@@ -437,6 +444,7 @@ class _Series:
         self._buf_t = np.ascontiguousarray(t_ns, dtype=np.int64)
         self._buf_v = np.ascontiguousarray(values, dtype=float)
         self._n = self._start = 0
+        self.loaded = True
 
     def plan_grid(self, step_ns: int, max_gap_ns: int, window_ns: int | None = None) -> None:
         """Precompute ``sample`` (and ``window_mean`` over ``window_ns``) at every multiple
@@ -469,9 +477,12 @@ class _Series:
             first = np.searchsorted(times, q - window_ns, side="right")
             has = idx > first
             means = np.full((count, self.width), np.nan)
-            # The live mean's own reduction, per window (reduceat or cumsums round differently).
-            for k in np.flatnonzero(has).tolist():
-                means[k] = vals[first[k]:idx[k]].mean(axis=0)
+            # The live mean's own reduction (rows added in order, then divided), for all windows
+            # of one length at once (reduceat or cumsums round differently).
+            lengths = idx - first
+            for m in np.unique(lengths[has]).tolist():
+                rows = np.flatnonzero(has & (lengths == m))
+                means[rows] = vals[first[rows][:, None] + np.arange(m)].mean(axis=1)
             cache.window_ns = int(window_ns)
             cache.w_need, cache.w_first = idx, first
             cache.w_values = means
@@ -614,9 +625,11 @@ class _ClockMap:
         self._count = 0
         self._spread_at = 0
         self._spread_cache: float | None = None
+        self._plan: _ClockPlan | None = None  # planned samples fed (feed_planned), synced lazily
 
     def delivery_delays_s(self) -> dict[str, dict[str, float]]:
         """Per stream, p50/p99/max of the recent delivery delay beyond the transport floor."""
+        self._sync()
         out = {}
         for stream, delays in sorted(self._stream_delays.items()):
             a = np.asarray(delays, dtype=float) * 1e-9
@@ -630,6 +643,8 @@ class _ClockMap:
 
     def map(self, stamp_ns: int, recv_ns: int, stream: str = "") -> tuple[int, bool]:
         """Return (monitor time of the stamp, whether this stream crossed a clock reset here)."""
+        self._sync()
+        self._plan = None
         d = recv_ns - stamp_ns
         reset = False
         if not self._offsets:
@@ -705,13 +720,26 @@ class _ClockMap:
         return _ClockPlan(stamp, recv, offsets, d - offsets, stream_ids, list(stream_names), rows)
 
     def feed_planned(self, plan: "_ClockPlan", hi: int) -> None:
-        """Take the planned samples up to row hi (exclusive): the state ``map`` leaves."""
-        lo = plan.fed
-        if hi <= lo:
+        """Take the planned samples up to row hi (exclusive): the state ``map`` leaves.
+
+        The offset is set now; the delay histories and per-stream stamps, which only
+        summaries and ``map`` read, are brought up to date when read (:meth:`_sync`).
+        """
+        if hi <= plan.fed:
             return
         self._offsets[0] = int(plan.offsets[hi - 1])
         self._last_recv[0] = int(plan.recv[hi - 1])
-        self._delays.extend(plan.delays[lo:hi].tolist())
+        self._count += hi - plan.fed
+        plan.fed = hi
+        self._plan = plan
+
+    def _sync(self) -> None:
+        """Bring the delay histories and per-stream stamps up to the planned rows fed."""
+        plan = self._plan
+        if plan is None or plan.synced >= plan.fed:
+            return
+        lo, hi = plan.synced, plan.fed
+        self._delays.extend(plan.delays[max(lo, hi - 500):hi].tolist())
         if plan.row_lists is None:
             plan.row_lists = [idx.tolist() for idx in plan.rows]
         for k, idx_list in enumerate(plan.row_lists):
@@ -727,13 +755,23 @@ class _ClockMap:
             per_stream = self._stream_delays.get(stream)
             if per_stream is None:
                 per_stream = self._stream_delays[stream] = deque(maxlen=2000)
-            per_stream.extend(plan.delays[idx[a:b]].tolist())
-        self._count += hi - lo
-        plan.fed = hi
+            per_stream.extend(plan.delays[idx[max(a, b - 2000):b]].tolist())
+        plan.synced = hi
 
     @property
     def spread_s(self) -> float:
         """Std of the delivery delay over recent samples (refreshed every 100 samples)."""
+        plan = self._plan
+        if plan is not None and plan.synced < plan.fed:
+            # Planned rows not synced yet: the history is the synced one plus the plan's pending delays.
+            if min(500, len(self._delays) + plan.fed - plan.synced) <= 2:
+                return 0.0
+            if self._spread_cache is None or self._count - self._spread_at >= 100:
+                pending = plan.delays[max(plan.synced, plan.fed - 500):plan.fed]
+                recent = np.concatenate((np.asarray(self._delays, dtype=np.int64), pending))[-500:]
+                self._spread_cache = float(np.std(recent)) * 1e-9
+                self._spread_at = self._count
+            return self._spread_cache
         if len(self._delays) <= 2:
             return 0.0
         if self._spread_cache is None or self._count - self._spread_at >= 100:
@@ -754,12 +792,444 @@ class _ClockPlan:
     names: list[str]
     rows: list[np.ndarray]
     fed: int = 0
+    synced: int = 0
     row_lists: list[list[int]] | None = None
 
 
+class _Pure:
+    """What the analysis at one grid time reads from the streams alone (see ``_pure_at``)."""
+
+    __slots__ = ("sim_row", "real_row", "joints_valid", "ee_sim", "ee_real", "obj_sim", "obj_real", "ee_err",
+                 "ee_err_norm", "tip_sim", "tip_real", "obj_err", "obj_tool_err", "real_tool_object_m",
+                 "sim_obj_speed", "sim_w", "real_w", "wrench_valid", "world_sim", "world_real", "frame", "moving",
+                 # derived from the above (``_derive``): residuals, their squares, norms and masks
+                 "res", "q_sq", "eff_sq", "q_abs", "q_sq_sum", "joint_record", "world_sim_ok", "world_real_ok",
+                 "raw_force", "torque_res", "force_norm", "contact_force_res", "contact_force_norm",
+                 "torque_norm", "stalling", "slow_real", "ee_both", "obj_both", "energy")
+
+
+def _grid_query(series: _Series, times_ns: np.ndarray, window: bool = False,
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``sample`` (or, with ``window``, ``window_mean``) of a planned series at times on
+    its grid, from its grid cache: (values, rows needed visible, first row needed).
+    Times the cache cannot answer get a need no stream reaches. None: no cache."""
+    g = series._grid
+    if g is None or (window and g.w_values is None):
+        return None
+    k, r = np.divmod(times_ns - g.t0_ns, g.step_ns)
+    usable = (r == 0) & (k >= 0) & (k < g.need.size)
+    kk = np.where(usable, k, 0)
+    big = np.iinfo(np.int64).max
+    if window:
+        values, need, first = g.w_values[kk], g.w_need[kk], g.w_first[kk]
+    else:
+        values, need, first = g.values[kk], g.need[kk], g.first[kk]
+    return values, np.where(usable, need, big), first
+
+
+#: Grid times a plan holds at once (blocks are built as the analysis reaches them).
+PLAN_BLOCK_TICKS = 2048
+
+
+class _GridPlan:
+    """The stream-only part of the analysis (:meth:`DivergenceEngine._pure_at`) for the
+    grid times of planned columns, a block of grid times at a time in numpy columns with
+    the per-tick arithmetic, and the delay fits the analysis will ask for, batched.
+
+    A grid time is served when every row its answer depends on is visible and none is
+    trimmed (the series' ``_n`` and ``_start``), exactly as the grid caches of
+    :class:`_Series`; else :meth:`at` returns None and the engine computes it per tick.
+    Blocks (``PLAN_BLOCK_TICKS``) keep the memory bounded on long recordings.
+    """
+
+    def __init__(self, engine: "DivergenceEngine", t0_ns: int, size: int, fit_ticks: list[int]) -> None:
+        self.engine = engine
+        self.t0_ns = t0_ns
+        self.dt_ns = engine._dt_ns
+        self.size = size
+        self.block_ticks = int(PLAN_BLOCK_TICKS)
+        self.fit_ticks = fit_ticks  # grid indices the analysis fits at when it takes every grid time
+        self.served = 0
+        self.fits_planned = 0
+        self.fits_served = 0
+        self._block = -1
+        self.checks: list[tuple[_Series, list[int], list[int]]] = []
+        self.columns: dict[str, Any] | None = None
+        self.empty: list[_Series] = []
+        # grid index -> ((fit, counted), [(series, rows needed, first row needed)]) of the block
+        self.fits: dict[int, tuple[tuple[Any, bool], list[tuple[_Series, int, int]]]] = {}
+
+    def _load(self, block: int) -> None:
+        """Build the columns and fits of one block of grid times (replacing the previous block)."""
+        self._block = block
+        lo = block * self.block_ticks
+        hi = min(self.size, lo + self.block_ticks)
+        times = self.t0_ns + np.arange(lo, hi, dtype=np.int64) * self.dt_ns
+        built = _plan_block(self.engine, times)
+        self.fits = {}
+        if built is None:
+            self.columns, self.checks, self.empty = None, [], []
+            return
+        self.checks, self.columns, self.empty = built
+        chosen = self.fit_ticks[bisect_left(self.fit_ticks, lo):bisect_left(self.fit_ticks, hi)]
+        if chosen:
+            self.fits = _plan_fits(self.engine, self.t0_ns + np.asarray(chosen, dtype=np.int64) * self.dt_ns, chosen)
+            self.fits_planned += len(self.fits)
+
+    def _index(self, t_ns: int) -> int | None:
+        """Index of t_ns in the loaded block (loading its block), None off the grid or unplanned."""
+        k, r = divmod(t_ns - self.t0_ns, self.dt_ns)
+        if r or k < 0 or k >= self.size:
+            return None
+        block = k // self.block_ticks
+        if block != self._block:
+            self._load(block)
+        return None if self.columns is None else k - block * self.block_ticks
+
+    def at(self, t_ns: int, engine: "DivergenceEngine") -> _Pure | None:
+        """The values of ``engine._pure_at(t_ns)``, or None when not (yet) determined."""
+        i = self._index(t_ns)
+        if i is None:
+            return None
+        for series, need, first in self.checks:
+            if need[i] > series._n or first[i] < series._start:
+                return None
+        for series in self.empty:
+            if len(series):
+                return None
+        c = self.columns
+        p = _Pure()
+        for name in _Pure.__slots__:
+            setattr(p, name, c[name][i])  # type: ignore[index]
+        self.served += 1
+        return p
+
+    def fit_at(self, t_ns: int) -> tuple[Any, bool] | None:
+        """``engine._fit_at(t_ns)`` when planned and determined by the visible rows, else None."""
+        if self._index(t_ns) is None:
+            return None
+        entry = self.fits.get((t_ns - self.t0_ns) // self.dt_ns)
+        if entry is None:
+            return None
+        result, checks = entry
+        for series, need, first in checks:
+            if need > series._n or first < series._start:
+                return None
+        self.fits_served += 1
+        return result
+
+
+def _build_grid_plan(engine: "DivergenceEngine") -> _GridPlan | None:
+    """A :class:`_GridPlan` over the engine's planned series (None when a stream has no grid cache).
+
+    The fits are planned where the analysis will fit when it takes every grid time in
+    order: the first grid time with both sides' joints, then each ``fit_period_s`` later.
+    """
+    cfg = engine.config
+    dt = engine._dt_ns
+    j = len(engine.joint_names or ())
+    joints = [engine._joints[s] for s in SIDES]
+    if any(s._grid is None for s in joints):
+        return None
+    first_ns = max(int(s._buf_t[0]) for s in joints)
+    last_ns = max(int(s._buf_t[-1]) for s in joints)
+    t0 = -(-first_ns // dt) * dt
+    size = max(0, (last_ns - t0) // dt + 2)
+    if size == 0:
+        return None
+    period = cfg.fit_period_s * 1e9
+    fit_ticks: list[int] = []
+    last: int | None = None
+    block = int(PLAN_BLOCK_TICKS)
+    for lo in range(0, size, block):
+        times = t0 + np.arange(lo, min(size, lo + block), dtype=np.int64) * dt
+        valid = None
+        for series in joints:
+            got = _grid_query(series, times)
+            if got is None:
+                return None
+            ok = np.isfinite(got[0][:, :j]).all(axis=1)
+            valid = ok if valid is None else valid & ok
+        for k, (t, ok) in enumerate(zip(times.tolist(), valid.tolist(), strict=True), start=lo):  # type: ignore[union-attr]
+            if ok and (last is None or t - last >= period):
+                fit_ticks.append(k)
+                last = t
+    return _GridPlan(engine, t0, size, fit_ticks)
+
+
+def _plan_block(engine: "DivergenceEngine", times: np.ndarray,
+                ) -> tuple[list[tuple[_Series, list[int], list[int]]], dict[str, Any], list[_Series]] | None:
+    """Columns of ``engine._pure_at`` at ``times``, with the rows each answer needs per
+    series (need, first) and the series never fed; None when a stream has no grid cache."""
+    cfg = engine.config
+    j = len(engine.joint_names or ())
+    K = times.size
+    big = np.iinfo(np.int64).max
+    checks: dict[int, tuple[_Series, np.ndarray, np.ndarray]] = {}
+    empty: list[_Series] = []
+
+    def query(series: _Series, at_ns: np.ndarray, width: int, window: bool = False) -> np.ndarray | None:
+        if not series.loaded:
+            # A stream the bag does not have: NaN at every time while nothing is fed to it.
+            empty.append(series)
+            return np.full((K, width), np.nan)
+        got = _grid_query(series, at_ns, window)
+        if got is None:
+            return None
+        values, need, first = got
+        _, old_need, old_first = checks.get(id(series), (series, np.zeros(K, dtype=np.int64),
+                                                          np.full(K, big, dtype=np.int64)))
+        checks[id(series)] = (series, np.maximum(old_need, need), np.minimum(old_first, first))
+        return values
+
+    c: dict[str, Any] = {}
+    sim_row = query(engine._joints["sim"], times, 3 * j)
+    real_row = query(engine._joints["real"], times, 3 * j)
+    tip_ns = int(cfg.tip_velocity_window_s * 1e9)
+    obj_ns = int(cfg.object_velocity_window_s * 1e9)
+    win_ns = int(cfg.wrench_window_s * 1e9)
+    ee = {s: query(engine._poses[(s, "ee")], times, 7) for s in SIDES}
+    ee_past = {s: query(engine._poses[(s, "ee")], times - tip_ns, 7) for s in SIDES}
+    obj = {s: query(engine._poses[(s, "object")], times, 7) for s in SIDES}
+    obj_past = query(engine._poses[("sim", "object")], times - obj_ns, 7)
+    wrench = {}
+    for s in SIDES:
+        series = engine._wrench[s]
+        g = series._grid
+        if series.loaded and (g is None or g.window_ns != win_ns):
+            return None
+        wrench[s] = query(series, times, 6, window=True)
+    if (sim_row is None or real_row is None or obj_past is None or any(v is None for v in ee.values())
+            or any(v is None for v in ee_past.values()) or any(v is None for v in obj.values())
+            or any(v is None for v in wrench.values())):
+        return None
+
+    def finite(a: np.ndarray) -> np.ndarray:
+        return np.isfinite(a).all(axis=1)
+
+    def floats(a: np.ndarray) -> list[float]:
+        return a.tolist()
+
+    nan = np.full(K, np.nan)
+    c["sim_row"], c["real_row"] = sim_row, real_row
+    c["joints_valid"] = (finite(sim_row[:, :j]) & finite(real_row[:, :j])).tolist()
+    c["ee_sim"], c["ee_real"], c["obj_sim"], c["obj_real"] = ee["sim"], ee["real"], obj["sim"], obj["real"]
+    ee_err = ee["real"][:, :3] - ee["sim"][:, :3]
+    c["ee_err"] = ee_err
+    c["ee_err_norm"] = floats(np.where(finite(ee_err), _norm_rows(ee_err), nan))
+    for s in SIDES:
+        v = (ee[s][:, :3] - ee_past[s][:, :3]) / cfg.tip_velocity_window_s
+        c[f"tip_{s}"] = np.where(finite(v)[:, None], v, 0.0)
+    ee_ok = {s: finite(ee[s][:, :3]) for s in SIDES}
+    obj_ok = {s: finite(obj[s][:, :3]) for s in SIDES}
+    real_tool = _norm_rows(obj["real"][:, :3] - ee["real"][:, :3])
+    sim_tool = _norm_rows(obj["sim"][:, :3] - ee["sim"][:, :3])
+    c["real_tool_object_m"] = floats(np.where(obj_ok["real"] & ee_ok["real"], real_tool, nan))
+    both_obj = obj_ok["sim"] & obj_ok["real"]
+    c["obj_err"] = floats(np.where(both_obj, _norm_rows(obj["real"][:, :3] - obj["sim"][:, :3]), nan))
+    c["obj_tool_err"] = floats(np.where(both_obj & ee_ok["sim"] & ee_ok["real"], np.abs(real_tool - sim_tool), nan))
+    speed = _norm_rows(obj["sim"][:, :3] - obj_past[:, :3]) / cfg.object_velocity_window_s
+    c["sim_obj_speed"] = floats(np.where(obj_ok["sim"] & finite(obj_past[:, :3]), speed, nan))
+    sim_w, real_w = wrench["sim"], wrench["real"]
+    c["sim_w"], c["real_w"] = sim_w, real_w
+    c["wrench_valid"] = (finite(sim_w) & finite(real_w)).tolist()
+    rots = {s: ee[s][:, 3:] for s in SIDES}
+    with np.errstate(invalid="ignore"):
+        ok = {s: finite(rots[s]) & (_norm_rows(rots[s]) > 0) for s in SIDES}
+    any_ok = ok["sim"] | ok["real"]
+    for side, w, other in (("sim", sim_w, "real"), ("real", real_w, "sim")):
+        rot = np.where(ok[side][:, None], rots[side], rots[other])
+        use = any_ok & finite(w[:, :3])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rotated = _rotate_rows(np.where(use[:, None], rot, 1.0), w[:, :3])
+        c[f"world_{side}"] = np.where(use[:, None], rotated, w[:, :3])
+    c["frame"] = np.where(any_ok, "world", "sensor").tolist()
+    moving = _plan_moving(engine, times, checks, big, empty)
+    if moving is None:
+        return None
+    c["moving"] = moving
+    _derive_columns(engine, c)
+    checks_list = [(v[0], v[1].tolist(), v[2].tolist()) for v in checks.values()]
+    return checks_list, c, list({id(s): s for s in empty}.values())
+
+
+def _plan_fits(engine: "DivergenceEngine", times: np.ndarray, ticks: list[int],
+               ) -> dict[int, tuple[tuple[Any, bool], list[tuple[_Series, int, int]]]]:
+    """The delay fits at grid times ``times`` (grid indices ``ticks``), batched: per index
+    (result of ``engine._fit_at``, the rows each side must have visible); windows with
+    missing samples are left to the per-tick fit."""
+    cfg = engine.config
+    j = len(engine.joint_names or ())
+    big = np.iinfo(np.int64).max
+    sides = [engine._joints["real"], engine._joints["sim"]]
+    out: dict[int, tuple[tuple[Any, bool], list[tuple[_Series, int, int]]]] = {}
+    chunk = 64
+    for a in range(0, len(ticks), chunk):
+        ks = ticks[a:a + chunk]
+        real_t, sim_t, delays = engine._fit_query(times[a:a + chunk])
+        got = [_grid_query(sides[0], real_t.ravel()), _grid_query(sides[1], sim_t.ravel())]
+        if got[0] is None or got[1] is None:
+            return out
+        f, n, d = len(ks), real_t.shape[1], delays.size
+        real = got[0][0][:, :j].reshape(f, n, j)
+        sim = got[1][0][:, :j].reshape(f, d, n, j)
+        need = [got[0][1].reshape(f, -1).max(axis=1), got[1][1].reshape(f, -1).max(axis=1)]
+        first = [got[0][2].reshape(f, -1).min(axis=1), got[1][2].reshape(f, -1).min(axis=1)]
+        whole = np.isfinite(real).all(axis=(1, 2)) & np.isfinite(sim).all(axis=(1, 2, 3)) & (need[0] < big) & (
+            need[1] < big)
+        if not whole.any():
+            continue
+        results = _fits(real[whole], sim[whole], delays, cfg.fit_min_motion_rad)
+        for i, result in zip(np.flatnonzero(whole).tolist(), results, strict=True):
+            checks = [(sides[s], int(need[s][i]), int(first[s][i])) for s in (0, 1)]
+            out[ks[i]] = (result, checks)
+    return out
+
+
+def _derive_columns(engine: "DivergenceEngine", c: dict[str, Any]) -> None:
+    """``engine._derive`` on the grid plan's columns (same float operations, row by row)."""
+    cfg = engine.config
+    j = len(engine.joint_names or ())
+    res = c["real_row"] - c["sim_row"]
+    q_res, eff_res = res[:, :j], res[:, 2 * j:]
+    c["res"] = res
+    c["q_sq"] = q_sq = q_res ** 2
+    c["eff_sq"] = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
+    c["q_abs"] = np.abs(q_res)
+    c["q_sq_sum"] = np.sum(q_sq, axis=1).tolist()
+    c["joint_record"] = (np.asarray(c["joints_valid"]) | np.isfinite(q_res).any(axis=1)).tolist()
+    c["world_sim_ok"] = np.isfinite(c["world_sim"]).all(axis=1).tolist()
+    c["world_real_ok"] = np.isfinite(c["world_real"]).all(axis=1).tolist()
+    c["raw_force"] = raw = c["world_real"] - c["world_sim"]
+    sim_w, real_w = c["sim_w"], c["real_w"]
+    c["torque_res"] = torque = real_w[:, 3:] - sim_w[:, 3:]
+    c["force_norm"] = np.where(np.asarray(c["wrench_valid"]), _norm_rows(raw), np.nan).tolist()
+    c["contact_force_res"] = force = real_w[:, :3] - sim_w[:, :3]
+    c["contact_force_norm"] = _norm_rows(force).tolist()
+    c["torque_norm"] = _norm_rows(torque).tolist()
+    qd_sim, qd_real = c["sim_row"][:, j:2 * j], c["real_row"][:, j:2 * j]
+    c["stalling"] = (np.abs(qd_real) < cfg.stall_speed_rad_s) & (np.abs(qd_sim) > cfg.stall_sim_speed_rad_s)
+    c["slow_real"] = np.abs(qd_real) < 2 * cfg.stall_speed_rad_s
+    c["ee_both"] = (np.isfinite(c["ee_sim"]).all(axis=1) & np.isfinite(c["ee_real"]).all(axis=1)).tolist()
+    c["obj_both"] = (np.isfinite(c["obj_sim"]).all(axis=1) & np.isfinite(c["obj_real"]).all(axis=1)).tolist()
+    # residual_energy row by row: the mean over finite joint residuals (all of them, on valid
+    # rows with every residual finite; others through the function), plus the force term.
+    q_scale, f_scale = cfg.ledger_q_scale_rad, cfg.ledger_force_scale_n  # > 0 (EngineConfig.validate)
+    valid = np.asarray(c["joints_valid"], dtype=bool)
+    whole = valid & np.isfinite(q_res).all(axis=1)
+    energy = np.where(whole, ((q_res / q_scale) ** 2).mean(axis=1), 0.0)
+    force_norm = np.asarray(c["force_norm"])
+    with np.errstate(invalid="ignore"):
+        energy = np.where(np.isfinite(force_norm), energy + (force_norm / f_scale) ** 2, energy)
+    out = energy.tolist()
+    for k in np.flatnonzero(valid & ~whole).tolist():
+        out[k] = residual_energy(q_res[k], c["force_norm"][k], q_scale, f_scale)
+    c["energy"] = out
+
+
+def _plan_moving(engine: "DivergenceEngine", times: np.ndarray,
+                 checks: dict[int, tuple[_Series, np.ndarray, np.ndarray]], big: int,
+                 empty: list[_Series]) -> list[dict[str, bool]] | None:
+    """``engine._side_moving("sim", t)`` at every grid time, adding the rows it reads to ``checks``."""
+    win_ns = int(max(0.05, 2 * engine.config.features.frozen_samples * 0.002) * 1e9)
+    thr = engine.config.features.frozen_motion_threshold
+    K = times.size
+    out: dict[str, np.ndarray] = {}
+    for topic, series in (("joint_states", engine._joints.get("sim")), ("wrench", engine._wrench["sim"])):
+        if series is None or not series.loaded:
+            if series is not None:
+                empty.append(series)
+            out[topic] = np.zeros(K, dtype=bool)  # never fed: fewer than two samples at any time
+            continue
+        st, sv = series._buf_t, series._buf_v
+        if topic == "joint_states":
+            sv = sv[:, : 2 * len(engine.joint_names or ())]
+        lo = np.searchsorted(st, times - win_ns)
+        hi = np.searchsorted(st, times, side="right")
+        width = int((hi - lo).max()) if K else 0
+        moving = np.zeros(K, dtype=bool)
+        if width >= 2:
+            step = max(1, 4_000_000 // max(1, width * sv.shape[1]))
+            for a in range(0, K, step):
+                b = min(K, a + step)
+                idx = lo[a:b, None] + np.arange(width)
+                inside = idx < hi[a:b, None]
+                v = sv[np.minimum(idx, st.size - 1)]
+                d = np.abs(v - v[:, :1])
+                d[~inside] = np.nan
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows: not moving
+                    m = np.nanmax(d.reshape(b - a, -1), axis=1)
+                moving[a:b] = ((hi[a:b] - lo[a:b]) >= 2) & (m > thr)
+        _, need, first = checks.get(id(series), (series, np.zeros(K, dtype=np.int64), np.full(K, big, dtype=np.int64)))
+        checks[id(series)] = (series, np.maximum(need, hi), np.minimum(first, lo))
+        out[topic] = moving
+    return [{"joint_states": a, "wrench": b} for a, b in zip(out["joint_states"].tolist(), out["wrench"].tolist())]
+
+
 def _norm(x: np.ndarray) -> float:
-    """Euclidean norm of a 1-D float array: np.linalg.norm's arithmetic without its overhead."""
-    return math.sqrt(float(x.dot(x)))
+    """Euclidean norm of a short 1-D float array, squares summed in order.
+
+    Not ``x.dot(x)``: BLAS fuses multiply-adds as the CPU allows, while this sum is the
+    same float operations as :func:`_norm_rows` on whole columns (the grid plan).
+    """
+    total = 0.0
+    for v in x.tolist():
+        total += v * v
+    return math.sqrt(total)
+
+
+def _norm_rows(x: np.ndarray) -> np.ndarray:
+    """:func:`_norm` of every row of x (K, n), with the same float operations."""
+    total = x[:, 0] * x[:, 0]
+    for i in range(1, x.shape[1]):
+        total = total + x[:, i] * x[:, i]
+    return np.sqrt(total)
+
+
+_FLOAT_EPS = float(np.finfo(float).eps)
+
+
+def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Rotate v (3,) by the unit quaternion q (wxyz) normalised: transforms3d's
+    ``quat2mat(q / |q|) @ v`` written out, so :func:`_rotate_rows` repeats it on columns."""
+    w, x, y, z = (q / _norm(q)).tolist()
+    v0, v1, v2 = v.tolist()
+    nq = w * w + x * x + y * y + z * z
+    if nq < _FLOAT_EPS:
+        return np.array([v0, v1, v2])
+    s = 2.0 / nq
+    X, Y, Z = x * s, y * s, z * s
+    wX, wY, wZ = w * X, w * Y, w * Z
+    xX, xY, xZ = x * X, x * Y, x * Z
+    yY, yZ, zZ = y * Y, y * Z, z * Z
+    return np.array([
+        (1.0 - (yY + zZ)) * v0 + (xY - wZ) * v1 + (xZ + wY) * v2,
+        (xY + wZ) * v0 + (1.0 - (xX + zZ)) * v1 + (yZ - wX) * v2,
+        (xZ - wY) * v0 + (yZ + wX) * v1 + (1.0 - (xX + yY)) * v2,
+    ])
+
+
+def _rotate_rows(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """:func:`_rotate` of every row pair of q (K, 4) and v (K, 3)."""
+    qn = q / _norm_rows(q)[:, None]
+    w, x, y, z = qn[:, 0], qn[:, 1], qn[:, 2], qn[:, 3]
+    v0, v1, v2 = v[:, 0], v[:, 1], v[:, 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nq = w * w + x * x + y * y + z * z
+        s = 2.0 / nq
+    X, Y, Z = x * s, y * s, z * s
+    wX, wY, wZ = w * X, w * Y, w * Z
+    xX, xY, xZ = x * X, x * Y, x * Z
+    yY, yZ, zZ = y * Y, y * Z, z * Z
+    out = np.column_stack([
+        (1.0 - (yY + zZ)) * v0 + (xY - wZ) * v1 + (xZ + wY) * v2,
+        (xY + wZ) * v0 + (1.0 - (xX + zZ)) * v1 + (yZ - wX) * v2,
+        (xZ - wY) * v0 + (yZ + wX) * v1 + (1.0 - (xX + yY)) * v2,
+    ])
+    small = nq < _FLOAT_EPS
+    out[small] = v[small]
+    return out
 
 
 def _quat_angle(q1: np.ndarray, q2: np.ndarray) -> float:
@@ -788,8 +1258,48 @@ def _point_attr(point: Any, name: str, default: Any = None) -> Any:
 _IDENTITY = object()  # marks a joint name order equal to the engine's
 ONSET_SPEED_RAD_S = 0.003  # joint speed that counts as the arm leaving rest
 ONSET_QUIET_S = 0.2  # rest needed before a motion onset counts as the run start
+TRIM_EVERY_NS = 200_000_000  # how often the stream histories are trimmed to buffer_s
 FIT_MIN_COVERAGE = 0.8  # share of the fit window that must have both sides' joints
 ONSET_MAX_REST_RAD_S = 0.05  # faster than this at the start, the arm was not at rest
+
+
+def _fits(real: np.ndarray, sim: np.ndarray, delays: np.ndarray,
+          min_motion_rad: float) -> list[tuple[DelayFit | None, bool]]:
+    """Delay/gain/offset fits of F windows at once: real (F, n, J), sim (F, D, n, J) at the
+    D delays; per window (fit, whether its delay counts toward the latency estimate).
+
+    Reductions run along the same axes whatever F is, so one window alone gives the
+    bits it gets in a batch.
+    """
+    out: list[tuple[DelayFit | None, bool]] = []
+    motion = np.max(np.std(sim[:, 0], axis=1), axis=1)  # (F,)
+    r0 = real - sim[:, 0]
+    r = real[:, None] - sim  # (F, D, n, J)
+    xc = sim - sim.mean(axis=2, keepdims=True)
+    rc = r - r.mean(axis=2, keepdims=True)
+    sxx = np.sum(xc ** 2, axis=2)  # (F, D, J)
+    sxr = np.sum(xc * rc, axis=2)
+    slope = np.where(sxx > 1e-12, sxr / np.maximum(sxx, 1e-12), 0.0)
+    sse = np.sum(rc ** 2, axis=2) - slope * sxr
+    total = np.sum(sse, axis=2)  # (F, D)
+    worst = np.argmax(np.sum(r0 ** 2, axis=1), axis=1)  # (F,)
+    for f in range(real.shape[0]):
+        sst = float(np.sum(r0[f] ** 2))
+        if sst <= 0:
+            out.append((DelayFit(0.0, 1.0, 1.0, 0.0, 0.0), False))
+            continue
+        size = r0[f].size
+        best = int(np.argmin(total[f]))
+        explained = float(max(0.0, 1.0 - total[f, best] / sst))
+        gain = 1.0 + float(slope[f, best, worst[f]])
+        if float(motion[f]) < min_motion_rad:
+            # Without motion, delay and gain are not identifiable; only an offset is.
+            out.append((DelayFit(0.0, 1.0, explained, math.sqrt(sst / size),
+                                 math.sqrt(max(0.0, total[f, best]) / size)), False))
+            continue
+        out.append((DelayFit(float(delays[best]), gain, explained, math.sqrt(sst / size),
+                             math.sqrt(max(0.0, total[f, best]) / size)), True))
+    return out
 
 
 # --------------------------------------------------------------------------- engine
@@ -876,6 +1386,10 @@ class DivergenceEngine:
         self._last_tick_ns: int | None = None
         self.analysis_count = 0
         self._planned: list[_PlannedStream] = []
+        self._grid_plan: _GridPlan | None = None
+        self._tick_cuts: dict[int, tuple[int, ...]] = {}
+        self._trimmed_ns: int | None = None
+        self._planned_sides: list[tuple[str, list[_PlannedStream]]] = []
 
     # ------------------------------------------------------------------ inputs
     def _side(self, side: str) -> str:
@@ -1076,6 +1590,7 @@ class DivergenceEngine:
                                    int(self.config.wrench_window_s * 1e9) if col.stream == "wrench" else None)
                 if p.health_width:
                     p.marks = plan_marks(self.config.features, values[:, :p.health_width])
+                    p.rows = plan_rows(self.config.features, col.stamp_ns, p.recv, mapped)
                 p.lists = (np.asarray(col.stamp_ns, dtype=np.int64).tolist(), p.recv.tolist(), mapped.tolist())
                 series[(side, col.stream)] = p.series
         self.joint_names = names
@@ -1093,7 +1608,27 @@ class DivergenceEngine:
             if p.health_width:
                 p.health = self._health[(p.column.side, p.column.stream)]
         self._planned = planned
+        for p in planned:
+            if p.side_rows is not None:
+                p.side_row_list = p.side_rows.tolist()
+        self._planned_sides = [(side, [p for p in planned if p.column.side == side and p.clock is not None])
+                               for side in SIDES]
+        self._grid_plan = _build_grid_plan(self)
         return True
+
+    def plan_ticks(self, ticks_ns: np.ndarray, inclusive: bool = False) -> None:
+        """Tell planned columns the tick times to come: each tick feeds the rows received
+        before it (``inclusive``: up to it) with :meth:`feed_columns` first. Precomputes
+        what the analysis then reads of the stream trackers (the same values)."""
+        ticks = np.asarray(ticks_ns, dtype=np.int64) + (1 if inclusive else 0)
+        # The rows each tick feeds, found at once (feed_columns looks them up by time).
+        per_stream = [np.searchsorted(p.recv, ticks, side="left").tolist() for p in self._planned]
+        self._tick_cuts = dict(zip(ticks.tolist(), zip(*per_stream, strict=True), strict=True)) if per_stream else {}
+        for p in self._planned:
+            # The sim side's health reports dropouts only (see _analyse): no jitter statistics.
+            if p.health is not None and p.lists is not None and p.column.side != "sim":
+                counts = np.concatenate((np.searchsorted(p.recv, ticks, side="left"), [p.recv.size]))
+                plan_jitter(p.health, np.asarray(p.column.stamp_ns, dtype=np.int64), counts)
 
     @property
     def next_grid_ns(self) -> int | None:
@@ -1108,8 +1643,12 @@ class DivergenceEngine:
     def feed_columns(self, before_recv_ns: int | None = None) -> None:
         """Feed every planned row (and refusal) received before ``before_recv_ns`` (None: all)."""
         planned = self._planned
-        cuts = [len(p.recv_list) if before_recv_ns is None else bisect_left(p.recv_list, before_recv_ns, p.fed)
-                for p in planned]
+        known = self._tick_cuts.get(before_recv_ns) if before_recv_ns is not None else None
+        if known is not None and all(hi >= p.fed for p, hi in zip(planned, known)):
+            cuts = known
+        else:
+            cuts = [len(p.recv_list) if before_recv_ns is None else bisect_left(p.recv_list, before_recv_ns, p.fed)
+                    for p in planned]
         if self.first_recv_ns is None:
             # The first row fed sets the run clock, as the first on_* call would.
             firsts = [int(p.recv[p.fed]) for p, hi in zip(planned, cuts) if hi > p.fed]
@@ -1135,16 +1674,17 @@ class DivergenceEngine:
             assert p.series is not None and p.lists is not None and p.clock is not None and p.side_rows is not None
             p.series.reveal(hi)
             if col.stream in ("joint_states", "wrench"):
-                p.series.last_recv_ns = int(p.recv[hi - 1])
+                p.series.last_recv_ns = p.recv_list[hi - 1]
             if p.health is not None and p.marks is not None:
                 stamps, recvs, times = p.lists
-                add_planned(p.health, p.marks, lo, hi, stamps, recvs, times, p.series._buf_v[:, :p.health_width])
+                add_planned(p.health, p.marks, lo, hi, stamps, recvs, times, p.series._buf_v[:, :p.health_width],
+                            p.rows)
             p.fed = hi
-        for side in SIDES:
-            plans = [p for p in planned if p.column.side == side and p.clock is not None and p.fed]
-            if plans:
-                side_hi = max(int(p.side_rows[p.fed - 1]) + 1 for p in plans)  # type: ignore[index]
-                self._clock[side].feed_planned(plans[0].clock, side_hi)  # type: ignore[arg-type]
+        for side, plans in self._planned_sides:
+            fed = [p for p in plans if p.fed]
+            if fed:
+                side_hi = max(p.side_row_list[p.fed - 1] for p in fed) + 1
+                self._clock[side].feed_planned(fed[0].clock, side_hi)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ ticking
     def _streams_seen(self, now_ns: int) -> list[tuple[_Series, int]]:
@@ -1185,7 +1725,9 @@ class DivergenceEngine:
                 self._next_t_ns = t + self._dt_ns
                 analysed = True
                 self._analyse(t)
-            if analysed:
+            if analysed and (self._trimmed_ns is None or self._next_t_ns - self._trimmed_ns >= TRIM_EVERY_NS):
+                # Histories are trimmed now and then (buffer_s is far longer than any query reaches).
+                self._trimmed_ns = self._next_t_ns
                 self._trim(self._next_t_ns)
         self._find_motion_onset()
         out, self._pending = self._pending, TickOutput()
@@ -1277,50 +1819,48 @@ class DivergenceEngine:
         return np.where(finite, (1 - alpha) * prev + alpha * np.where(finite, value, 0.0), prev)
 
     # ------------------------------------------------------------------ analysis
-    def _analyse(self, t: int) -> None:
+    def _pure_at(self, t: int) -> "_Pure":
+        """What the analysis at grid time t reads from the streams alone (no engine state):
+        the per-tick twin of :meth:`_GridPlan.at`, which gives the same values for all grid
+        times at once (same arithmetic: :func:`_norm` and :func:`_rotate` are sequential
+        float operations, as the plan's numpy columns are)."""
         cfg = self.config
-        self.analysis_count += 1
         j = len(self.joint_names or ())
-        dt_s = self._dt_ns * 1e-9
         gap = self._max_gap_ns
-        sim_row = self._joints["sim"].sample(t, gap)
-        real_row = self._joints["real"].sample(t, gap)
-        joints_valid = bool(np.isfinite(sim_row[:j]).all() and np.isfinite(real_row[:j]).all())
-        res = real_row - sim_row
-        q_res = res[:j]
-        qd_res = res[j:2 * j]
-        eff_res = res[2 * j:]
-        self._last_t_ns = t
-
-        # poses
+        p = _Pure()
+        p.sim_row = sim_row = self._joints["sim"].sample(t, gap)
+        p.real_row = real_row = self._joints["real"].sample(t, gap)
+        p.joints_valid = bool(np.isfinite(sim_row[:j]).all() and np.isfinite(real_row[:j]).all())
         ee = {s: self._poses[(s, "ee")].sample(t, gap) for s in SIDES}
         obj = {s: self._poses[(s, "object")].sample(t, gap) for s in SIDES}
-        ee_err = ee["real"][:3] - ee["sim"][:3]
-        ee_err_norm = float(_norm(ee_err)) if np.isfinite(ee_err).all() else float("nan")
+        p.ee_sim, p.ee_real, p.obj_sim, p.obj_real = ee["sim"], ee["real"], obj["sim"], obj["real"]
+        p.ee_err = ee_err = ee["real"][:3] - ee["sim"][:3]
+        p.ee_err_norm = _norm(ee_err) if np.isfinite(ee_err).all() else float("nan")
         win_ns = int(cfg.tip_velocity_window_s * 1e9)
         tip_vel = {}
         for s in SIDES:
             past = self._poses[(s, "ee")].sample(t - win_ns, gap)[:3]
             v = (ee[s][:3] - past) / cfg.tip_velocity_window_s
             tip_vel[s] = v if np.isfinite(v).all() else np.zeros(3)
-        obj_err = float("nan")
-        obj_tool_err = float("nan")
-        real_tool_object_m = float("nan")
+        p.tip_sim, p.tip_real = tip_vel["sim"], tip_vel["real"]
+        p.obj_err = p.obj_tool_err = p.real_tool_object_m = float("nan")
         if np.isfinite(obj["real"][:3]).all() and np.isfinite(ee["real"][:3]).all():
-            real_tool_object_m = float(_norm(obj["real"][:3] - ee["real"][:3]))
+            p.real_tool_object_m = _norm(obj["real"][:3] - ee["real"][:3])
         if np.isfinite(obj["sim"][:3]).all() and np.isfinite(obj["real"][:3]).all():
-            obj_err = float(_norm(obj["real"][:3] - obj["sim"][:3]))
+            p.obj_err = _norm(obj["real"][:3] - obj["sim"][:3])
             if np.isfinite(ee["sim"][:3]).all() and np.isfinite(ee["real"][:3]).all():
-                obj_tool_err = abs(
-                    float(_norm(obj["real"][:3] - ee["real"][:3]))
-                    - float(_norm(obj["sim"][:3] - ee["sim"][:3]))
-                )
+                p.obj_tool_err = abs(_norm(obj["real"][:3] - ee["real"][:3]) - _norm(obj["sim"][:3] - ee["sim"][:3]))
+        p.sim_obj_speed = float("nan")
+        if np.isfinite(obj["sim"][:3]).all():
+            past = self._poses[("sim", "object")].sample(t - int(cfg.object_velocity_window_s * 1e9), gap)[:3]
+            if np.isfinite(past).all():
+                p.sim_obj_speed = _norm(obj["sim"][:3] - past) / cfg.object_velocity_window_s
 
         # wrench: window means (contact chatters sample to sample), in the world frame
         win_w_ns = int(cfg.wrench_window_s * 1e9)
-        sim_w = self._wrench["sim"].window_mean(t - win_w_ns, t)
-        real_w = self._wrench["real"].window_mean(t - win_w_ns, t)
-        wrench_valid = bool(np.isfinite(sim_w).all() and np.isfinite(real_w).all())
+        p.sim_w = sim_w = self._wrench["sim"].window_mean(t - win_w_ns, t)
+        p.real_w = real_w = self._wrench["real"].window_mean(t - win_w_ns, t)
+        p.wrench_valid = bool(np.isfinite(sim_w).all() and np.isfinite(real_w).all())
         world = {}
         rots = {side: ee[side][3:] for side in SIDES}
         ok = {side: bool(np.isfinite(r).all() and _norm(r) > 0) for side, r in rots.items()}
@@ -1330,12 +1870,68 @@ class DivergenceEngine:
             # in the joints), so a frame mix-up never reads as a force residual.
             rot = rots[side] if ok[side] else rots["real" if side == "sim" else "sim"]
             if (ok["sim"] or ok["real"]) and np.isfinite(w[:3]).all():
-                world[side] = _quat_to_matrix(rot) @ w[:3]
+                world[side] = _rotate(rot, w[:3])
             else:
                 world[side] = w[:3].copy()
+        p.world_sim, p.world_real = world["sim"], world["real"]
         # Without any orientation both stay in the sensor frame, with a tool weight of its own.
-        frame = "world" if ok["sim"] or ok["real"] else "sensor"
-        if np.isfinite(world["sim"]).all():
+        p.frame = "world" if ok["sim"] or ok["real"] else "sensor"
+        p.moving = self._side_moving("sim", t)
+        self._derive(p)
+        return p
+
+    def _derive(self, p: "_Pure") -> None:
+        """The residuals, squares, norms and masks ``_analyse`` takes from the stream values
+        (the per-tick twin of the grid plan's columns; same float operations)."""
+        cfg = self.config
+        j = len(self.joint_names or ())
+        p.res = res = p.real_row - p.sim_row
+        q_res, eff_res = res[:j], res[2 * j:]
+        p.q_sq = q_res ** 2
+        p.eff_sq = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
+        p.q_abs = np.abs(q_res)
+        p.q_sq_sum = float(np.sum(p.q_sq))
+        p.joint_record = bool(p.joints_valid or np.any(np.isfinite(q_res)))
+        p.world_sim_ok = bool(np.isfinite(p.world_sim).all())
+        p.world_real_ok = bool(np.isfinite(p.world_real).all())
+        p.raw_force = p.world_real - p.world_sim
+        p.torque_res = p.real_w[3:] - p.sim_w[3:]
+        p.force_norm = _norm(p.raw_force) if p.wrench_valid else float("nan")
+        p.contact_force_res = p.real_w[:3] - p.sim_w[:3]
+        p.contact_force_norm = _norm(p.contact_force_res)
+        p.torque_norm = _norm(p.torque_res)
+        qd_sim, qd_real = p.sim_row[j:2 * j], p.real_row[j:2 * j]
+        p.stalling = (np.abs(qd_real) < cfg.stall_speed_rad_s) & (np.abs(qd_sim) > cfg.stall_sim_speed_rad_s)
+        p.slow_real = np.abs(qd_real) < 2 * cfg.stall_speed_rad_s
+        p.ee_both = bool(np.isfinite(p.ee_sim).all() and np.isfinite(p.ee_real).all())
+        p.obj_both = bool(np.isfinite(p.obj_sim).all() and np.isfinite(p.obj_real).all())
+        p.energy = residual_energy(q_res if p.joints_valid else np.zeros(0), p.force_norm,
+                                   cfg.ledger_q_scale_rad, cfg.ledger_force_scale_n)
+
+    def _analyse(self, t: int) -> None:
+        cfg = self.config
+        self.analysis_count += 1
+        j = len(self.joint_names or ())
+        dt_s = self._dt_ns * 1e-9
+        p = self._grid_plan.at(t, self) if self._grid_plan is not None else None
+        if p is None:
+            p = self._pure_at(t)
+        sim_row, real_row, joints_valid = p.sim_row, p.real_row, p.joints_valid
+        res = p.res
+        q_res = res[:j]
+        qd_res = res[j:2 * j]
+        eff_res = res[2 * j:]
+        self._last_t_ns = t
+        ee = {"sim": p.ee_sim, "real": p.ee_real}
+        obj = {"sim": p.obj_sim, "real": p.obj_real}
+        ee_err, ee_err_norm = p.ee_err, p.ee_err_norm
+        tip_vel = {"sim": p.tip_sim, "real": p.tip_real}
+        obj_err, obj_tool_err, real_tool_object_m = p.obj_err, p.obj_tool_err, p.real_tool_object_m
+        sim_w, real_w, wrench_valid = p.sim_w, p.real_w, p.wrench_valid
+        world = {"sim": p.world_sim, "real": p.world_real}
+        frame = p.frame
+
+        if p.world_sim_ok:
             if self._tool_weight[frame] is None:
                 self._tool_weight[frame] = world["sim"].copy()
             elif _norm(world["sim"] - self._tool_weight[frame]) < cfg.contact_release_n:
@@ -1343,10 +1939,10 @@ class DivergenceEngine:
                 self._tool_weight[frame] = (1 - a) * self._tool_weight[frame] + a * world["sim"]
         base = self._tool_weight[frame] if self._tool_weight[frame] is not None else np.zeros(3)
         contact_force = {}
-        for side in SIDES:
+        for side, fw_ok in (("sim", p.world_sim_ok), ("real", p.world_real_ok)):
             fw = world[side]
-            if np.isfinite(fw).all():
-                fn = float(_norm(fw - base))
+            if fw_ok:
+                fn = _norm(fw - base)
                 contact_force[side] = fn
                 if self._contact[side]:
                     self._contact[side] = fn > cfg.contact_release_n
@@ -1360,11 +1956,7 @@ class DivergenceEngine:
 
         # object creeping away from where the sim has it (relative velocity of the error)
         obj_speed = float("nan")
-        sim_obj_speed = float("nan")
-        if np.isfinite(obj["sim"][:3]).all():
-            past = self._poses[("sim", "object")].sample(t - int(cfg.object_velocity_window_s * 1e9), gap)[:3]
-            if np.isfinite(past).all():
-                sim_obj_speed = float(_norm(obj["sim"][:3] - past)) / cfg.object_velocity_window_s
+        sim_obj_speed = p.sim_obj_speed
         if np.isfinite(obj_err):
             err_vec = obj["real"][:3] - obj["sim"][:3]
             self._obj_hist.append((t, err_vec))
@@ -1386,9 +1978,8 @@ class DivergenceEngine:
 
         # smoothed residual magnitudes
         if joints_valid:
-            self._res_sq = self._smooth(self._res_sq, q_res ** 2, dt_s)
-            eff_sq = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
-            self._eff_sq = self._smooth(self._eff_sq, eff_sq, dt_s)
+            self._res_sq = self._smooth(self._res_sq, p.q_sq, dt_s)
+            self._eff_sq = self._smooth(self._eff_sq, p.eff_sq, dt_s)
         joint_residual = float(np.sqrt(np.max(self._res_sq))) if self._res_sq is not None else 0.0
         effort_residual = float(np.sqrt(np.max(self._eff_sq))) if self._eff_sq is not None else 0.0
 
@@ -1399,11 +1990,11 @@ class DivergenceEngine:
             quiet = (not self._contact["sim"] and not sim_contact_recent and joints_valid
                      and joint_residual < cfg.bias_quiet_residual_rad
                      and effort_residual < cfg.attribution.effort_residual_nm)
-            raw = world["real"] - world["sim"]
+            raw = p.raw_force
             self._bias.update(t, raw, quiet)
             # The bias estimate is reported, not subtracted: an unfelt residual is the evidence.
             force_res_vec = raw
-            torque_res_vec = real_w[3:] - sim_w[3:]
+            torque_res_vec = p.torque_res
             alpha = min(1.0, dt_s / cfg.smooth_tau_s)
             self._force_res = (1 - alpha) * self._force_res + alpha * force_res_vec
             self._torque_res = (1 - alpha) * self._torque_res + alpha * torque_res_vec
@@ -1414,12 +2005,9 @@ class DivergenceEngine:
         # stalled joints
         stalled: tuple[str, ...] = ()
         if joints_valid and self._stall_s is not None:
-            qd_sim = sim_row[j:2 * j]
-            qd_real = real_row[j:2 * j]
-            stalling = (np.abs(qd_real) < cfg.stall_speed_rad_s) & (np.abs(qd_sim) > cfg.stall_sim_speed_rad_s)
             # A stalled joint stays stalled until it moves again (the sim may pass by it).
-            latched = (self._stall_s >= cfg.attribution.stall_min_s) & (np.abs(qd_real) < 2 * cfg.stall_speed_rad_s)
-            self._stall_s = np.where(stalling | latched, self._stall_s + dt_s, 0.0)
+            latched = (self._stall_s >= cfg.attribution.stall_min_s) & p.slow_real
+            self._stall_s = np.where(p.stalling | latched, self._stall_s + dt_s, 0.0)
             names = self.joint_names or ()
             stalled = tuple(names[i] for i in range(j) if self._stall_s[i] > 0)
         stall_s = float(np.max(self._stall_s)) if self._stall_s is not None and stalled else 0.0
@@ -1436,7 +2024,7 @@ class DivergenceEngine:
 
         # health: every pathology of the real streams; of the sim's, only a lost stream
         # (its silence would otherwise starve the residuals without a word).
-        other_moving = self._side_moving("sim", t)
+        other_moving = p.moving
         flags = []
         for side, twin_side in (("real", "sim"), ("sim", "real")):
             for topic in ("joint_states", "wrench"):
@@ -1504,13 +2092,11 @@ class DivergenceEngine:
             self._pending.events.append(rec)
 
         # ledger and run statistics
-        force_norm = float(_norm(force_res_vec)) if wrench_valid else float("nan")
-        energy = residual_energy(q_res if joints_valid else np.zeros(0), force_norm,
-                                 cfg.ledger_q_scale_rad, cfg.ledger_force_scale_n)
-        self._ledger.add(t, verdict.top, energy)
+        force_norm = p.force_norm
+        self._ledger.add(t, verdict.top, p.energy)
         if joints_valid:
-            self._q_abs.append(np.abs(q_res))
-            self._sums["q_sq"] += float(np.sum(q_res ** 2))
+            self._q_abs.append(p.q_abs)
+            self._sums["q_sq"] += p.q_sq_sum
             self._sums["q_n"] += q_res.size
             if len(self._calib_sim) < 200_000:
                 self._calib_sim.append(sim_row[:j].copy())
@@ -1529,7 +2115,7 @@ class DivergenceEngine:
         # records
         latency_s, latency_std_s = self._latency()
         offset_s, offset_std_s = self._offset()
-        if joints_valid or np.any(np.isfinite(q_res)):
+        if p.joint_record:
             self._pending.joints.append(JointDivergenceRecord(
                 stamp_ns=t, names=self.joint_names or (), position_residual_rad=q_res.copy(),
                 velocity_residual_rad_s=qd_res.copy(), effort_residual=eff_res.copy(),
@@ -1543,16 +2129,16 @@ class DivergenceEngine:
                 self._pending.contacts.append(ContactRecord(
                     stamp_ns=t, sim_force_n=sim_w[:3].copy(), sim_torque_nm=sim_w[3:].copy(),
                     real_force_n=real_w[:3].copy(), real_torque_nm=real_w[3:].copy(),
-                    residual_force_n=real_w[:3] - sim_w[:3], residual_torque_nm=torque_res_vec.copy(),
-                    force_residual_norm_n=float(_norm(real_w[:3] - sim_w[:3])),
-                    torque_residual_norm_nm=float(_norm(torque_res_vec)),
+                    residual_force_n=p.contact_force_res.copy(), residual_torque_nm=torque_res_vec.copy(),
+                    force_residual_norm_n=p.contact_force_norm,
+                    torque_residual_norm_nm=p.torque_norm,
                     sim_contact_phase=PHASE_CONTACT if self._contact["sim"] else PHASE_FREE,
                     real_contact_phase=PHASE_CONTACT if self._contact["real"] else PHASE_FREE,
                 ))
         if self._next_pose_ns is None or t >= self._next_pose_ns:
             self._next_pose_ns = t + int(round(1e9 / cfg.pose_rate_hz))
-            if np.isfinite(ee["sim"]).all() and np.isfinite(ee["real"]).all():
-                has_obj = bool(np.isfinite(obj["sim"]).all() and np.isfinite(obj["real"]).all())
+            if p.ee_both:
+                has_obj = p.obj_both
                 rec = PoseDivergenceRecord(
                     stamp_ns=t, sim_ee_position_m=ee["sim"][:3].copy(), sim_ee_orientation_wxyz=ee["sim"][3:].copy(),
                     real_ee_position_m=ee["real"][:3].copy(), real_ee_orientation_wxyz=ee["real"][3:].copy(),
@@ -1588,48 +2174,39 @@ class DivergenceEngine:
 
     def _fit_delay(self, t: int) -> DelayFit | None:
         """Fit real(t) ~ sim(t - d) + (g - 1)(sim(t - d) - mean) + b per joint, best d over a grid."""
+        planned = self._grid_plan.fit_at(t) if self._grid_plan is not None else None
+        fit, counted = planned if planned is not None else self._fit_at(t)
+        if counted:
+            self._fit_delays.append(fit.delay_s)
+            self._fit_count += 1
+            if len(self._fit_delays) > 2000:
+                del self._fit_delays[:1000]
+        return fit
+
+    def _fit_query(self, t_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Times of the fit at grid times t_ns (F,): real at (F, n), sim at (F, D, n); delays (D,) in s."""
         cfg = self.config
-        j = len(self.joint_names or ())
         n = max(8, int(cfg.fit_window_s * cfg.analysis_rate_hz))
-        times = t - np.arange(n)[::-1] * self._dt_ns
-        real = self._joints["real"].sample(times, self._max_gap_ns, cols=j)
+        times = np.asarray(t_ns, dtype=np.int64)[:, None] - np.arange(n)[::-1] * self._dt_ns
         delays = np.arange(0.0, cfg.fit_max_delay_s + 1e-12, cfg.fit_delay_step_s)
         d_ns = (delays * 1e9).astype(np.int64)
-        query = (times[None, :] - d_ns[:, None]).ravel()
-        sim = self._joints["sim"].sample(query, self._max_gap_ns, cols=j).reshape(len(delays), n, j)
+        return times, times[:, None, :] - d_ns[None, :, None], delays
+
+    def _fit_at(self, t: int) -> tuple[DelayFit | None, bool]:
+        """The fit at t from the visible samples, and whether it counts toward the latency."""
+        j = len(self.joint_names or ())
+        times, query, delays = self._fit_query(np.array([t]))
+        n = times.shape[1]
+        real = self._joints["real"].sample(times[0], self._max_gap_ns, cols=j)
+        sim = self._joints["sim"].sample(query.ravel(), self._max_gap_ns, cols=j).reshape(len(delays), n, j)
         ok = np.all(np.isfinite(real), axis=1) & np.all(np.isfinite(sim), axis=(0, 2))
         if not ok.all():
             # Samples lost on the way (a loaded monitor's queue) leave holes: fit on the rest
             # when most of the window is there.
             if ok.sum() < FIT_MIN_COVERAGE * n:
-                return None
+                return None, False
             real, sim = real[ok], sim[:, ok]
-        motion = float(np.max(np.std(sim[0], axis=0)))
-        r0 = real - sim[0]
-        sst = float(np.sum(r0 ** 2))
-        if sst <= 0:
-            return DelayFit(0.0, 1.0, 1.0, 0.0, 0.0)
-        r = real[None] - sim  # (D, n, J)
-        xc = sim - sim.mean(axis=1, keepdims=True)
-        rc = r - r.mean(axis=1, keepdims=True)
-        sxx = np.sum(xc ** 2, axis=1)  # (D, J)
-        sxr = np.sum(xc * rc, axis=1)
-        slope = np.where(sxx > 1e-12, sxr / np.maximum(sxx, 1e-12), 0.0)
-        sse = np.sum(rc ** 2, axis=1) - slope * sxr  # (D, J)
-        total = np.sum(sse, axis=1)
-        best = int(np.argmin(total))
-        explained = float(max(0.0, 1.0 - total[best] / sst))
-        worst_joint = int(np.argmax(np.sum(r0 ** 2, axis=0)))
-        gain = 1.0 + float(slope[best, worst_joint])
-        if motion < cfg.fit_min_motion_rad:
-            # Without motion, delay and gain are not identifiable; only an offset is.
-            return DelayFit(0.0, 1.0, explained, math.sqrt(sst / r0.size), math.sqrt(max(0.0, total[best]) / r0.size))
-        self._fit_delays.append(float(delays[best]))
-        self._fit_count += 1
-        if len(self._fit_delays) > 2000:
-            del self._fit_delays[:1000]
-        return DelayFit(float(delays[best]), gain, explained, math.sqrt(sst / r0.size),
-                        math.sqrt(max(0.0, total[best]) / r0.size))
+        return _fits(real[None], sim[None], delays, self.config.fit_min_motion_rad)[0]
 
     def _latency(self) -> tuple[float, float]:
         if not self._fit_delays:

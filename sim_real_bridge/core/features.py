@@ -28,6 +28,7 @@ Trackers keep bounded history and never read a clock: every input carries its ti
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -143,6 +144,8 @@ class StreamHealth:
         self._frozen_start_ns: int | None = None
         self._period_cache: float | None = None
         self._since_period = 0
+        # sample_count -> (center, MAD, backwards) of the stamp intervals, from plan_jitter.
+        self._jitter_table: dict[int, tuple[float, float, int]] | None = None
 
     @property
     def period_s(self) -> float | None:
@@ -158,6 +161,7 @@ class StreamHealth:
     def reset_stamps(self) -> None:
         """Forget stamp history (after a clock reset on this side)."""
         self._last_stamp_ns = None
+        self._jitter_table = None
         self._stamp_intervals_s.clear()
         self._delays_s.clear()
 
@@ -344,10 +348,15 @@ class StreamHealth:
         jitter = HealthFlag("stamp_jitter")
         if len(self._stamp_intervals_s) >= cfg.jitter_window // 4 and period is not None:
             iv = self._stamp_intervals_s
-            # Sorting short deques beats np.median's overhead (same values: see _median).
-            center = _median(iv)
-            mad_ratio = _median([abs(x - center) for x in iv]) / period
-            backwards = sum(1 for x in iv if x <= 0)
+            planned = self._jitter_table.get(self.sample_count) if self._jitter_table is not None else None
+            if planned is not None:
+                center, mad, backwards = planned
+            else:
+                # Sorting short deques beats np.median's overhead (same values: see _median).
+                center = _median(iv)
+                mad = _median([abs(x - center) for x in iv])
+                backwards = sum(1 for x in iv if x <= 0)
+            mad_ratio = mad / period
             if mad_ratio > cfg.jitter_mad_ratio or backwards > 0.05 * len(iv):
                 delay_std = float(np.std(np.asarray(self._delays_s)))
                 jitter.active = True
@@ -479,15 +488,202 @@ def plan_marks(config: FeatureConfig, values: np.ndarray) -> HealthMarks:
     return HealthMarks(np.asarray(rows, dtype=np.int64), kinds, vals)
 
 
+def plan_jitter(health: StreamHealth, stamps_ns: np.ndarray, counts: np.ndarray) -> None:
+    """Give a fresh tracker, to be fed ``stamps_ns`` in order (by :func:`add_planned`), the
+    stamp-interval statistics ``flags`` computes (median, MAD, backwards count) at each
+    sample count in ``counts``, on whole columns: same values as its sorted-list medians.
+
+    Counts whose interval window is not yet full are left to ``flags``; a clock reset
+    (``reset_stamps``) drops the table.
+    """
+    size = int(health.config.jitter_window)
+    stamps = np.asarray(stamps_ns, dtype=np.int64)
+    ds = np.diff(stamps).astype(np.float64) * 1e-9
+    m = np.unique(np.asarray(counts, dtype=np.int64))
+    m = m[(m - 1 >= size) & (m <= stamps.size)]
+    table = dict(health._jitter_table or {})
+    if m.size:
+        windows = np.sort(ds[(m - 1 - size)[:, None] + np.arange(size)], axis=1)
+        mid = size // 2
+
+        def median(sorted_rows: np.ndarray) -> np.ndarray:
+            if size % 2:
+                return sorted_rows[:, mid]
+            return (sorted_rows[:, mid - 1] + sorted_rows[:, mid]) / 2.0
+
+        center = median(windows)
+        mad = median(np.sort(np.abs(windows - center[:, None]), axis=1))
+        backwards = (windows <= 0).sum(axis=1)
+        table.update(zip(m.tolist(), zip(center.tolist(), mad.tolist(), backwards.tolist(), strict=True),
+                         strict=True))
+    health._jitter_table = table
+
+
+@dataclass
+class HealthRows:
+    """The state :func:`add_planned` leaves after each row of a whole stream fed from a
+    fresh tracker, on columns (see :func:`plan_rows`): lists indexed by row."""
+
+    intervals: list[float]  # stamp interval of row i at index i - 1
+    delays: list[float]
+    appended: list[float]  # what entered the period window, in order
+    appended_after: list[int]  # how many had entered after row i
+    cache: list[float | None]  # period cache after row i
+    since: list[int]
+    last_recv: list[int]
+    last_time: list[int]
+    burst: list[tuple[int, int]]
+    gap_rows: list[int]
+    gaps: list[tuple[int, int]]
+
+
+def _window_medians(values: np.ndarray, ends: np.ndarray, size: int) -> list[float]:
+    """:func:`_median` of ``values[max(0, e - size):e]`` for each end e."""
+    out: list[float] = [0.0] * len(ends)
+    full = np.flatnonzero(ends >= size)
+    if full.size:
+        rows = np.sort(values[(ends[full] - size)[:, None] + np.arange(size)], axis=1)
+        mid = size // 2
+        med = rows[:, mid] if size % 2 else (rows[:, mid - 1] + rows[:, mid]) / 2.0
+        for i, m in zip(full.tolist(), med.tolist(), strict=True):
+            out[i] = m
+    for i in np.flatnonzero(ends < size).tolist():
+        out[i] = _median(values[: int(ends[i])].tolist())
+    return out
+
+
+def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray, times_ns: np.ndarray,
+              max_restarts: int = 64) -> HealthRows | None:
+    """Per-row tracker state of a whole stream fed in order to a fresh :class:`StreamHealth`
+    (what :func:`add_planned` computes row by row), mostly on columns.
+
+    The period window is the sequential part: an interval enters it unless it is a
+    dropout against the period then learned, which is refreshed every 16 entries. It is
+    solved assuming every positive interval enters, up to the first that should not;
+    that one is skipped and the rest solved again. None after ``max_restarts`` skips
+    (a stream of dropouts: the caller feeds it row by row).
+    """
+    stamps = np.asarray(stamps_ns, dtype=np.int64)
+    recvs = np.asarray(recvs_ns, dtype=np.int64)
+    times = np.asarray(times_ns, dtype=np.int64)
+    n = stamps.size
+    if n == 0:
+        return None
+    dropout, min_period, window = config.dropout_periods, config.min_period_s, int(config.period_window)
+    ds = np.diff(stamps).astype(np.float64) * 1e-9  # row i's interval at i - 1
+    cache_rows: list[int] = []  # rows whose gap check refreshed the period, with its value
+    cache_values: list[float] = []
+    appended_rows: list[int] = []
+    appended: list[float] = []
+    since = 0
+    cache: float | None = None
+    start = 1
+    positive = np.flatnonzero(ds > 0) + 1  # rows with a positive interval
+    restarts = 0
+    while True:
+        cand = positive[np.searchsorted(positive, start):]
+        if cand.size == 0:
+            break
+        if cache is None:
+            # The first interval enters unconditionally; its row's gap check learns the period.
+            row = int(cand[0])
+            appended_rows.append(row)
+            appended.append(float(ds[row - 1]))
+            cache = max(min_period, _median(appended[-window:]))
+            cache_rows.append(row)
+            cache_values.append(cache)
+            since = 0
+            start = row + 1
+            continue
+        # Assume every candidate enters: refreshes after entries 16 - since, then every 16.
+        values = ds[cand - 1]
+        total = np.concatenate((np.asarray(appended), values))
+        first_refresh = 16 - since  # 1-based position among the candidates
+        refresh_pos = np.arange(first_refresh, cand.size + 1, 16)  # candidates (1-based) that refresh
+        ends = len(appended) + refresh_pos
+        periods = [max(min_period, m) for m in _window_medians(total, ends, window)]
+        # Period in effect at candidate i (0-based): the last refresh at a candidate before it.
+        which = np.searchsorted(refresh_pos, np.arange(cand.size), side="right") - 1  # -1: the current cache
+        effect = np.where(which >= 0, np.asarray([cache] + periods)[which + 1], cache)
+        bad = np.flatnonzero(~(values < dropout * effect))
+        stop = int(bad[0]) if bad.size else cand.size
+        keep = cand[:stop]
+        appended_rows.extend(keep.tolist())
+        appended.extend(values[:stop].tolist())
+        done = refresh_pos[refresh_pos <= stop]
+        if done.size:
+            cache_rows.extend(cand[done - 1].tolist())
+            cache_values.extend(periods[: done.size])
+            cache = periods[done.size - 1]
+            since = stop - int(done[-1])
+        else:
+            since += stop
+        if stop == cand.size:
+            break
+        restarts += 1
+        if restarts > max_restarts:
+            return None
+        start = int(cand[stop]) + 1  # the dropout interval stays out of the window
+    row_index = np.arange(n)
+    count_after = np.searchsorted(np.asarray(appended_rows, dtype=np.int64), row_index, side="right")
+    refresh_idx = np.searchsorted(np.asarray(cache_rows, dtype=np.int64), row_index, side="right") - 1
+    cache_arr = np.where(refresh_idx >= 0, np.asarray([np.nan] + cache_values)[refresh_idx + 1], np.nan)
+    counts_at_refresh = np.searchsorted(np.asarray(appended_rows, dtype=np.int64),
+                                        np.asarray(cache_rows, dtype=np.int64), side="right")
+    last_refresh_count = np.where(refresh_idx >= 0, np.concatenate(([0], counts_at_refresh))[refresh_idx + 1], 0)
+    since_arr = count_after - last_refresh_count
+    last_time = np.maximum.accumulate(times)
+    last_recv = np.maximum.accumulate(recvs)
+    # Gaps: from the second row on, once the period is known, against the period after the row's refresh.
+    gap_rows: list[int] = []
+    gaps: list[tuple[int, int]] = []
+    if n > 1:
+        step = times[1:] - last_time[:-1]
+        with np.errstate(invalid="ignore"):
+            is_gap = step > dropout * cache_arr[1:] * 1e9
+        for r in (np.flatnonzero(is_gap) + 1).tolist():
+            gap_rows.append(r)
+            gaps.append((int(last_time[r - 1]), int(times[r])))
+    # Delivery bursts: rare candidates, in order.
+    burst = [(0, 0)] * n
+    if n > 1:
+        silence = recvs[1:] - last_recv[:-1]
+        dstamp = stamps[1:] - stamps[:-1]
+        maybe = np.flatnonzero((silence > 4 * dstamp) & (4 * dstamp > 0)) + 1
+        burst_ns, burst_at = 0, 0
+        prev = 0
+        memory_s = config.burst_memory_s
+        for r in maybe.tolist():
+            burst[prev:r] = [(burst_ns, burst_at)] * (r - prev)
+            recv, sil = int(recvs[r]), int(silence[r - 1])
+            decayed = 0
+            if burst_ns:
+                decayed = int(burst_ns * 0.5 ** ((max(0, recv - burst_at) * 1e-9) / memory_s))
+            if sil > decayed:
+                burst_ns, burst_at = sil, recv
+            prev = r
+        burst[prev:] = [(burst_ns, burst_at)] * (n - prev)
+    cache_list = [None if c != c else c for c in cache_arr.tolist()]  # NaN: no period learned yet
+    return HealthRows(
+        intervals=ds.tolist(), delays=((recvs - stamps).astype(np.float64) * 1e-9).tolist(), appended=appended,
+        appended_after=count_after.tolist(), cache=cache_list, since=since_arr.tolist(),
+        last_recv=last_recv.tolist(), last_time=last_time.tolist(), burst=burst, gap_rows=gap_rows, gaps=gaps,
+    )
+
+
 def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stamps: list[int], recvs: list[int],
-                times: list[int], values: np.ndarray) -> None:
+                times: list[int], values: np.ndarray, rows: HealthRows | None = None) -> None:
     """Feed rows lo..hi-1 of a planned stream: the same state as ``add`` per row.
 
     ``stamps``, ``recvs`` and ``times`` are whole-stream lists, ``values`` the rows; the
     stream's times must be non-decreasing (then trimming once per block equals trimming
-    per row).
+    per row). ``rows`` (from :func:`plan_rows`, the stream fed from a fresh tracker and
+    only through here) gives the state after row hi - 1 directly.
     """
     if hi <= lo:
+        return
+    if rows is not None and health.sample_count == lo:
+        _add_rows(health, marks, lo, hi, stamps, recvs, times, values, rows)
         return
     cfg = health.config
     dropout, min_period, memory_s = cfg.dropout_periods, cfg.min_period_s, cfg.burst_memory_s
@@ -541,5 +737,31 @@ def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stam
     a, b = np.searchsorted(marks.rows, [lo, hi]).tolist()
     for k in range(a, b):
         health._marks.append((times[int(marks.rows[k])], marks.kinds[k], marks.values[k]))
+    health._last_values = values[hi - 1]
+    health._trim(times[hi - 1])
+
+
+def _add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stamps: list[int], recvs: list[int],
+              times: list[int], values: np.ndarray, rows: HealthRows) -> None:
+    """:func:`add_planned` from the planned per-row state (same deques, same scalars)."""
+    if lo == 0:
+        health._first_recv_ns = recvs[0]
+    health._stamp_intervals_s.extend(rows.intervals[max(lo, 1) - 1:hi - 1])
+    health._delays_s.extend(rows.delays[lo:hi])
+    before = rows.appended_after[lo - 1] if lo else 0
+    health._intervals_s.extend(rows.appended[before:rows.appended_after[hi - 1]])
+    last = hi - 1
+    health._last_stamp_ns = stamps[last]
+    health._last_recv_ns, health._last_time_ns = rows.last_recv[last], rows.last_time[last]
+    health._period_cache, health._since_period = rows.cache[last], rows.since[last]
+    health._burst_silence_ns, health._burst_at_ns = rows.burst[last]
+    if rows.gap_rows:
+        a, b = bisect_left(rows.gap_rows, lo), bisect_left(rows.gap_rows, hi)
+        health._gaps.extend(rows.gaps[a:b])
+    health.sample_count += hi - lo
+    if marks.rows.size:
+        a, b = np.searchsorted(marks.rows, [lo, hi]).tolist()
+        for k in range(a, b):
+            health._marks.append((times[int(marks.rows[k])], marks.kinds[k], marks.values[k]))
     health._last_values = values[hi - 1]
     health._trim(times[hi - 1])

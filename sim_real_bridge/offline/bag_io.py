@@ -299,9 +299,10 @@ class BagSet:
             raise BagError(f"bag {source.label}: topic {current}: cannot read (corrupt or truncated?): {exc}") from exc
 
     def _collect(
-        self, topics: Sequence[str], start_ns: int | None, stop_ns: int | None
+        self, topics: Sequence[str], start_ns: int | None, stop_ns: int | None, may_be_empty: Iterable[str] = ()
     ) -> dict[str, tuple[np.ndarray, list[bytes]]]:
-        """Read raw messages of several topics in one pass over each bag."""
+        """Read raw messages of several topics in one pass over each bag (topics of
+        ``may_be_empty`` may have none in the window; the others raise BagError)."""
         infos = {t: self._info(t) for t in topics}
         recv: dict[str, list[int]] = {t: [] for t in topics}
         datas: dict[str, list[bytes]] = {t: [] for t in topics}
@@ -314,8 +315,9 @@ class BagSet:
                     recv[topic].append(stamp)
                     datas[topic].append(data)
         out = {}
+        optional = set(may_be_empty)
         for topic in topics:
-            if not datas[topic]:
+            if not datas[topic] and topic not in optional:
                 window = "" if start_ns is None and stop_ns is None else f" in window [{start_ns}, {stop_ns}) ns"
                 raise BagError(f"topic {topic} of bag(s) {', '.join(infos[topic].bags)} has no messages{window}")
             stamps = np.asarray(recv[topic], dtype=np.int64)
@@ -334,6 +336,28 @@ class BagSet:
         msgtype = self._info(topic).msgtype
         for _, stamp, data in self.iter_raw([topic], start_ns, stop_ns):
             yield stamp, self._deserialize(data, msgtype, topic)
+
+    def read_all(
+        self, column_topics: Sequence[str], message_topics: Sequence[str], start_ns: int | None = None,
+        stop_ns: int | None = None,
+    ) -> tuple[dict[str, Columns], dict[str, list[tuple[int, Any]]]]:
+        """:meth:`read_many` of ``column_topics`` and every message of ``message_topics``
+        (as :meth:`iter_messages` yields them, possibly none), reading each bag once.
+
+        A small topic read on its own costs a pass over every chunk that holds it,
+        which in a recording is nearly every chunk: one pass serves all topics.
+        """
+        decoders = self._decoders(column_topics)
+        kinds = {t: self._info(t).msgtype for t in message_topics}
+        everything = list(dict.fromkeys([*decoders, *kinds]))
+        raw = self._collect(everything, start_ns, stop_ns, may_be_empty=[t for t in kinds if t not in decoders])
+        columns = {topic: decoders[topic](self, topic, *raw[topic]) for topic in decoders}
+        messages = {}
+        for topic, msgtype in kinds.items():
+            stamps, datas = raw[topic]
+            messages[topic] = [(stamp, self._deserialize(data, msgtype, topic))
+                               for stamp, data in zip(stamps.tolist(), datas, strict=True)]
+        return columns, messages
 
     def _deserialize(self, data: bytes, msgtype: str, topic: str) -> Any:
         try:
@@ -358,6 +382,12 @@ class BagSet:
         self, topics: Sequence[str], start_ns: int | None = None, stop_ns: int | None = None
     ) -> dict[str, Columns]:
         """Like :meth:`read_columns` for several topics, reading each bag once."""
+        decoders = self._decoders(topics)
+        raw = self._collect(list(decoders), start_ns, stop_ns)
+        return {topic: decoders[topic](self, topic, *raw[topic]) for topic in decoders}
+
+    def _decoders(self, topics: Sequence[str]) -> dict[str, Any]:
+        """The column decoder of each topic (BagError for a type without columns)."""
         decoders = {}
         for topic in topics:
             info = self._info(topic)
@@ -368,8 +398,7 @@ class BagSet:
                     f"{', '.join(sorted(_DECODERS))}; use iter_messages"
                 )
             decoders[topic] = decoder
-        raw = self._collect(list(decoders), start_ns, stop_ns)
-        return {topic: decoders[topic](self, topic, *raw[topic]) for topic in decoders}
+        return decoders
 
 
 def _storages_of(reader: Reader, kind: type) -> list[Any] | None:

@@ -225,9 +225,21 @@ def read_labels(bag_paths: Sequence[str]) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- reading
+def _side_topics(bags: Any, config: ReplayConfig) -> list[str]:
+    """The run-level topics replay reads besides the streams (truth, tick times) that the bag holds."""
+    topics = bags.topics()
+    return [t for t in (config.injections_topic, config.ticks_topic)
+            if t and t in topics and topics[t].message_count > 0]
+
+
 def _read_streams(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns: int | None,
-                  warnings: list[str]) -> tuple[list[Any], dict[tuple[str, str], str]]:
-    """Decode every configured stream into replay_engine streams."""
+                  warnings: list[str], extra: dict[str, list[tuple[int, Any]]] | None = None,
+                  ) -> tuple[list[Any], dict[tuple[str, str], str]]:
+    """Decode every configured stream into replay_engine streams, in one pass over the bags.
+
+    ``extra`` (when given) receives the messages of the truth and tick-time topics
+    the bag holds (:func:`_read_truth`, :func:`_read_ticks`), read in the same pass.
+    """
     from sim_real_bridge.conversions.robot_msgs import joint_trajectory_to_data
     from sim_real_bridge.offline.replay_engine import CommandStream, JointStream, PoseStream, WrenchStream
 
@@ -252,7 +264,11 @@ def _read_streams(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns
                 continue
             wanted[(side, stream)] = topic
     column_topics = [t for (s, st), t in wanted.items() if st != "joint_trajectory"]
-    columns = bags.read_many(column_topics, start_ns, stop_ns)
+    command_topics = [t for (s, st), t in wanted.items() if st == "joint_trajectory" and s == "sim"]
+    extra_topics = _side_topics(bags, config) if extra is not None else []
+    columns, messages = bags.read_all(column_topics, command_topics + extra_topics, start_ns, stop_ns)
+    if extra is not None:
+        extra.update({t: messages[t] for t in extra_topics})
     frames_needed = {k for k, v in config.intake.expected_frames.items() if v}
     streams: list[Any] = []
     for (side, stream), topic in wanted.items():
@@ -260,7 +276,7 @@ def _read_streams(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns
             if side != "sim":
                 continue
             recv, starts, names, points = [], [], [], []
-            for log_ns, msg in bags.iter_messages(topic, start_ns, stop_ns):
+            for log_ns, msg in messages[topic]:
                 data = joint_trajectory_to_data(msg)
                 recv.append(log_ns)
                 starts.append(data.start_ns)
@@ -327,26 +343,27 @@ def recording_warnings(topic: str, stamp_ns: np.ndarray, recv_ns: np.ndarray) ->
     return out
 
 
-def _read_truth(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns: int | None) -> Any:
+def _read_truth(config: ReplayConfig, extra: dict[str, list[tuple[int, Any]]]) -> Any:
+    """(TruthCollector, scenario name) from the injections topic read by :func:`_read_streams`."""
     from sim_real_bridge.core.summary import TruthCollector
 
     topic = config.injections_topic
-    if not topic or topic not in bags.topics() or bags.topics()[topic].message_count == 0:
+    if not topic or topic not in extra:
         return None, None
     collector = TruthCollector()
     scenario = None
-    for _, msg in bags.iter_messages(topic, start_ns, stop_ns):
+    for _, msg in extra[topic]:
         collector.add(msg.elapsed_s, msg.injections)
         scenario = str(msg.scenario) or scenario
     return collector, scenario
 
 
-def _read_ticks(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns: int | None) -> np.ndarray | None:
+def _read_ticks(config: ReplayConfig, extra: dict[str, list[tuple[int, Any]]]) -> np.ndarray | None:
     """The live monitor's tick times, when the bag recorded them (``demo --record``)."""
     topic = config.ticks_topic
-    if not topic or topic not in bags.topics() or bags.topics()[topic].message_count == 0:
+    if not topic or topic not in extra:
         return None
-    times = np.array([log_ns for log_ns, _ in bags.iter_messages(topic, start_ns, stop_ns)], dtype=np.int64)
+    times = np.array([log_ns for log_ns, _ in extra[topic]], dtype=np.int64)
     return times if times.size else None
 
 
@@ -368,7 +385,6 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
     store = build_typestore()
     srb = convert.rosbags_namespace(store)
     key_value = convert.rosbags_namespace(store, "diagnostic_msgs").KeyValue
-    viz = convert.rosbags_namespace(store, "visualization_msgs")
     ser = store.serialize_cdr
     open_categories: dict[str, str] = {}
     markers_ns = int(markers_period_s * 1e9) if markers_period_s else None
@@ -382,6 +398,8 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
             bag.add_topic(topic, msgtype)
         summaries = list(outcome.summaries)
         s_index = 0
+        # The joint records, one per analysis time, share one layout: encoded together.
+        joint_bytes = iter(cdr.joint_divergence_cdr_many([rec for _, out in outcome.ticks for rec in out.joints]))
         for now, out in outcome.ticks:
             while s_index < len(summaries) and summaries[s_index].stamp_ns <= now:
                 rec = summaries[s_index]
@@ -389,8 +407,8 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
                 bag.write("/divergence/summary", rec.stamp_ns, ser(msg, DIVERGENCE_TOPICS["/divergence/summary"]))
                 s_index += 1
             # The high-rate records go straight to CDR (same bytes as the message path).
-            for rec in out.joints:
-                bag.write("/divergence/joints", now, cdr.joint_divergence_cdr(rec))
+            for _ in out.joints:
+                bag.write("/divergence/joints", now, next(joint_bytes))
             for rec in out.poses:
                 latest_pose = rec
                 bag.write("/divergence/pose", now, cdr.pose_divergence_cdr(rec, pose_frame_id))
@@ -405,9 +423,8 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
                           ser(convert.gap_event_msg(srb, key_value, rec, now), DIVERGENCE_TOPICS["/divergence/events"]))
             if markers_ns is not None and latest_pose is not None and (next_marker is None or now >= next_marker):
                 next_marker = now + markers_ns
-                msg = convert.divergence_markers(viz, latest_pose, sorted(set(open_categories.values())), now,
-                                                 pose_frame_id)
-                bag.write("/divergence/markers", now, ser(msg, DIVERGENCE_TOPICS["/divergence/markers"]))
+                bag.write("/divergence/markers", now, cdr.divergence_markers_cdr(
+                    latest_pose, sorted(set(open_categories.values())), now, pose_frame_id))
         for rec in summaries[s_index:]:
             msg = convert.divergence_summary_msg(srb, key_value, rec)
             bag.write("/divergence/summary", rec.stamp_ns, ser(msg, DIVERGENCE_TOPICS["/divergence/summary"]))
@@ -496,9 +513,10 @@ def replay_run(run: RunSpec, config: ReplayConfig, out_dir: Path | str,
                 first, _ = bags.time_range_ns()
                 start_ns = first + int(config.window_s[0] * 1e9)
                 stop_ns = first + int(config.window_s[1] * 1e9)
-            streams, wanted = _read_streams(bags, config, start_ns, stop_ns, warnings)
-            truth_collector, scenario = _read_truth(bags, config, start_ns, stop_ns)
-            tick_times = _read_ticks(bags, config, start_ns, stop_ns)
+            extra: dict[str, list[tuple[int, Any]]] = {}
+            streams, wanted = _read_streams(bags, config, start_ns, stop_ns, warnings, extra)
+            truth_collector, scenario = _read_truth(config, extra)
+            tick_times = _read_ticks(config, extra)
             labels_text = ", ".join(bags.labels)
         outcome = replay_columns(
             streams, config.engine_config(), config.intake, config.tick_period_s,

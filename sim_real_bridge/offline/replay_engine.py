@@ -450,6 +450,8 @@ def _replay_planned(engine: DivergenceEngine, outcome: ReplayOutcome, problems: 
     else:
         schedule = ticks.tolist()
         fed_through = 1  # rows received up to the tick
+    if len(schedule):
+        engine.plan_ticks(np.asarray(schedule, dtype=np.int64), inclusive=bool(fed_through))
     total = max(1, len(schedule))
     step = max(1, total // 100)
     n = 0

@@ -1,6 +1,6 @@
 """report.html: one self-contained file per run, and a roll-up across runs; opens offline.
 
-Plotly draws every plot; plotly.js is embedded once, inline, and a Content Security
+Plotly draws every plot (figures built as plain dicts, :mod:`plot_spec`); plotly.js is embedded once, inline, and a Content Security
 Policy forbids the page any network request. Figure data travels as JSON in
 ``<script type="application/json">`` blocks (every ``<``, ``>`` and ``&`` escaped), and
 every piece of text from a run (bag, joint, topic and kind names) is HTML-escaped both in
@@ -24,14 +24,12 @@ from typing import Any
 from urllib.parse import quote
 
 import numpy as np
-import plotly.graph_objects as go
-import plotly.io as pio
 from plotly.offline import get_plotlyjs
-from plotly.subplots import make_subplots
 
 from sim_real_bridge.core.predictivity import episode_predictivity
 from sim_real_bridge.core.scoring import CATEGORIES
 from sim_real_bridge.errors import ConfigError
+from sim_real_bridge.offline import plot_spec as ps
 from sim_real_bridge.offline.report_data import (
     CATEGORY_COLORS,
     DEFAULT_MAX_POINTS,
@@ -138,14 +136,13 @@ class _Page:
     def add(self, section: str, fragment: str) -> None:
         self.body[section].append(fragment)
 
-    def figure(self, section: str, fig: go.Figure, height: int,
+    def figure(self, section: str, fig: ps.Figure, height: int,
                shapes: Sequence[Mapping[str, Any]] = ()) -> None:
-        """Add a figure; ``shapes`` are appended to its layout as plain dicts (plotly's
-        per-shape validation costs more than the rest of the report)."""
+        """Add a figure; ``shapes`` are appended to its layout."""
         self._n_figs += 1
         fig_id = f"fig-{section}-{self._n_figs}"
         fig.update_layout(
-            template="none", height=height, margin={"l": 70, "r": 20, "t": 40, "b": 45},
+            height=height, margin={"l": 70, "r": 20, "t": 40, "b": 45},
             paper_bgcolor="#ffffff", plot_bgcolor="#ffffff", font={"size": 12},
             hovermode="closest", legend={"orientation": "h", "y": -0.15},
         )
@@ -153,11 +150,8 @@ class _Page:
         fig.update_yaxes(showgrid=True, gridcolor="#eeeeee", zeroline=False, linecolor="#999", showline=True,
                          automargin=True)
         if shapes:
-            spec_dict = fig.to_plotly_json()
-            spec_dict["layout"]["shapes"] = list(spec_dict["layout"].get("shapes", ())) + list(shapes)
-            spec = pio.to_json(spec_dict, validate=False)
-        else:
-            spec = pio.to_json(fig, validate=False)
+            fig.layout["shapes"] = list(fig.layout.get("shapes", ())) + list(shapes)
+        spec = ps.to_json(fig)
         self.add(
             section,
             f'<div class="plot" id="{fig_id}" style="height:{height}px"></div>'
@@ -216,15 +210,13 @@ def _event_end(ev: Mapping[str, Any], duration_s: float) -> float:
     return float(duration_s) if end is None else float(end)
 
 
-def _shade_events(fig: go.Figure, events: Sequence[Mapping[str, Any]], duration_s: float,
+def _shade_events(fig: ps.Figure, events: Sequence[Mapping[str, Any]], duration_s: float,
                   rows: int) -> list[dict[str, Any]]:
     """Shapes shading each event's window in its category colour on every row of a time
     figure (what ``add_vrect`` draws), for :meth:`_Page.figure`."""
     refs = []
     for row in range(1, rows + 1):
-        sub = fig.get_subplot(row, 1)
-        x_ref = sub.xaxis.plotly_name.replace("axis", "")
-        y_ref = sub.yaxis.plotly_name.replace("axis", "")
+        x_ref, y_ref = fig.axis_refs(row, 1)
         refs.append((x_ref, f"{y_ref} domain"))
     shapes = []
     for ev in events:
@@ -237,10 +229,10 @@ def _shade_events(fig: go.Figure, events: Sequence[Mapping[str, Any]], duration_
     return shapes
 
 
-def _time_trace(t_s: np.ndarray, y: np.ndarray, max_points: int, **kwargs: Any) -> go.Scatter:
+def _time_trace(t_s: np.ndarray, y: np.ndarray, max_points: int, **kwargs: Any) -> dict[str, Any]:
     t, v = minmax_downsample(t_s, y, max_points)
     kwargs.setdefault("line", {"width": 1.2})
-    return go.Scatter(x=_f32(t), y=_f32(v), mode="lines", **kwargs)
+    return ps.scatter(x=_f32(t), y=_f32(v), mode="lines", **kwargs)
 
 
 def _overview(page: _Page, data: RunReportData) -> None:
@@ -264,7 +256,7 @@ def _overview(page: _Page, data: RunReportData) -> None:
     for warning in data.warnings:
         page.add("overview", f'<div class="warn">{_esc(warning)}</div>')
     cats = list(counts)
-    fig = go.Figure(go.Bar(
+    fig = ps.Figure(ps.bar(
         x=[_esc(c) for c in cats], y=[counts[c] for c in cats],
         marker_color=[category_color(c) for c in cats], text=[counts[c] for c in cats], textposition="auto",
         hovertemplate="%{x}: %{y} events<extra></extra>",
@@ -284,7 +276,7 @@ def _joints(page: _Page, data: RunReportData, max_points: int) -> None:
             panels.append(("velocity residual (rad/s)", j.velocity_rad_s))
         if j.effort_nm is not None:
             panels.append(("effort residual (N m)", j.effort_nm))
-        fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.05)
+        fig = ps.subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.05)
         for row, (label, arr) in enumerate(panels, start=1):
             for k, name in enumerate(data.joint_names):
                 fig.add_trace(_time_trace(
@@ -300,7 +292,7 @@ def _joints(page: _Page, data: RunReportData, max_points: int) -> None:
     p = data.pose
     if p is not None:
         rows = 2 if p.orientation_error_rad is not None else 1
-        fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+        fig = ps.subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08)
         fig.add_trace(_time_trace(p.t_s, p.position_error_m * 1e3, max_points, name="position error (mm)"),
                       row=1, col=1)
         fig.update_yaxes(title_text="EE position error (mm)", row=1, col=1)
@@ -335,14 +327,14 @@ def _contact(page: _Page, data: RunReportData, max_points: int) -> None:
     channels = [("force residual (N)", c.force_residual_n)]
     if c.torque_residual_nm is not None:
         channels.append(("torque residual (N m)", c.torque_residual_nm))
-    fig = make_subplots(rows=1, cols=len(channels), subplot_titles=[_esc(ch) for ch, _ in channels])
+    fig = ps.subplots(rows=1, cols=len(channels), subplot_titles=[_esc(ch) for ch, _ in channels])
     for col, (_label, values) in enumerate(channels, start=1):
         for ph in phases:
             sel = values[(labels == ph) & np.isfinite(values)]
             if sel.size == 0:
                 continue
             st = _box_stats(sel)
-            fig.add_trace(go.Box(
+            fig.add_trace(ps.box(
                 x=[_esc(ph)], q1=[st["q1"]], median=[st["median"]], q3=[st["q3"]],
                 lowerfence=[st["lowerfence"]], upperfence=[st["upperfence"]], mean=[st["mean"]],
                 name=_esc(ph), marker_color=colors[ph], showlegend=False,
@@ -351,7 +343,7 @@ def _contact(page: _Page, data: RunReportData, max_points: int) -> None:
     fig.update_layout(title="Residual distribution by contact phase (box: quartiles, whiskers: 1.5 IQR)")
     page.figure("contact", fig, 360)
 
-    fig = make_subplots(rows=len(channels), cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    fig = ps.subplots(rows=len(channels), cols=1, shared_xaxes=True, vertical_spacing=0.08)
     for row, (label, values) in enumerate(channels, start=1):
         for ph in phases:
             masked = np.where(labels == ph, values, np.nan)
@@ -369,7 +361,7 @@ def _timeline(page: _Page, data: RunReportData) -> None:
     if not data.events and not data.truth:
         page.add("timeline", _note("No events were detected in this run."))
     else:
-        fig = go.Figure()
+        fig = ps.Figure()
         truth = data.truth or []
         cats = list(dict.fromkeys(list(CATEGORIES) + [str(e["category"]) for e in data.events + truth]))
         order: list[str] = []
@@ -391,7 +383,7 @@ def _timeline(page: _Page, data: RunReportData) -> None:
                     for e in mine
                 ]
                 label = _esc(f"{cat} (truth)" if is_truth else cat)
-                fig.add_trace(go.Bar(
+                fig.add_trace(ps.bar(
                     orientation="h", base=starts, x=widths, y=[label] * len(mine), name=label,
                     marker={"color": category_color(cat), "opacity": 0.45 if is_truth else 0.9,
                             "pattern": {"shape": "/" if is_truth else ""}},
@@ -407,12 +399,12 @@ def _timeline(page: _Page, data: RunReportData) -> None:
         per = data.scores.get("per_category", {})
         cats = [c for c in per if per[c].get("n_events") or per[c].get("n_truth")]
         if cats:
-            fig = go.Figure()
+            fig = ps.Figure()
             for metric, color in (("precision", "#546E7A"), ("recall", "#90A4AE"), ("f1", "#263238")):
-                fig.add_trace(go.Bar(x=[_esc(c) for c in cats], y=[per[c].get(metric) for c in cats],
+                fig.add_trace(ps.bar(x=[_esc(c) for c in cats], y=[per[c].get(metric) for c in cats],
                                      name=metric, marker_color=color))
             delays = [per[c].get("median_delay_s") for c in cats]
-            fig.add_trace(go.Scatter(
+            fig.add_trace(ps.scatter(
                 x=[_esc(c) for c in cats], y=[1.08] * len(cats), mode="text", showlegend=False,
                 text=[f"delay {_fmt(d, ' s')}; {per[c].get('n_events', 0)} ev / {per[c].get('n_truth', 0)} truth"
                       for d, c in zip(delays, cats)],
@@ -427,10 +419,10 @@ def _ledger(page: _Page, data: RunReportData) -> None:
     if not data.ledger or total <= 0:
         page.add("ledger", _note("No residual ledger in this run."))
         return
-    fig = go.Figure()
+    fig = ps.Figure()
     for cat, share in sorted(data.ledger.items(), key=lambda kv: -kv[1]):
         pct = 100.0 * share / total
-        fig.add_trace(go.Bar(
+        fig.add_trace(ps.bar(
             orientation="h", y=["whole run"], x=[pct], name=_esc(cat), marker_color=category_color(cat),
             text=f"{_esc(cat)} {pct:.0f}%" if pct >= 6 else "", textposition="inside",
             hovertemplate=f"{_esc(cat)}: {pct:.1f}% of the residual<extra></extra>",
@@ -440,14 +432,14 @@ def _ledger(page: _Page, data: RunReportData) -> None:
     page.figure("ledger", fig, 220)
 
 
-def _band(fig: go.Figure, t: np.ndarray, y: np.ndarray, std: np.ndarray | None, color: str, name: str,
+def _band(fig: ps.Figure, t: np.ndarray, y: np.ndarray, std: np.ndarray | None, color: str, name: str,
           row: int, max_points: int) -> None:
     if std is not None:
         lo_t, lo = minmax_downsample(t, y - std, max_points)
         hi_t, hi = minmax_downsample(t, y + std, max_points)
-        fig.add_trace(go.Scatter(x=_f32(hi_t), y=_f32(hi), mode="lines", line={"width": 0}, showlegend=False,
+        fig.add_trace(ps.scatter(x=_f32(hi_t), y=_f32(hi), mode="lines", line={"width": 0}, showlegend=False,
                                  hoverinfo="skip"), row=row, col=1)
-        fig.add_trace(go.Scatter(x=_f32(lo_t), y=_f32(lo), mode="lines", line={"width": 0}, fill="tonexty",
+        fig.add_trace(ps.scatter(x=_f32(lo_t), y=_f32(lo), mode="lines", line={"width": 0}, fill="tonexty",
                                  fillcolor=color.replace("rgb", "rgba").replace(")", ",0.2)"),
                                  name=f"{name} ±1σ", hoverinfo="skip"), row=row, col=1)
     fig.add_trace(_time_trace(t, y, max_points, name=name, line={"width": 1.5, "color": color}), row=row, col=1)
@@ -458,7 +450,7 @@ def _timing(page: _Page, data: RunReportData, max_points: int) -> None:
     if tm is None:
         page.add("timing", _note("No latency or clock-offset estimates in this run."))
         return
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
+    fig = ps.subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     lat_std = None if tm.latency_std_s is None else tm.latency_std_s * 1e3
     off_std = None if tm.clock_offset_std_s is None else tm.clock_offset_std_s * 1e3
     _band(fig, tm.t_s, tm.latency_s * 1e3, lat_std, "rgb(21,101,192)", "latency (ms)", 1, max_points)
@@ -480,7 +472,7 @@ def _calibration(page: _Page, data: RunReportData) -> None:
         page.add("calibration", _note("No calibration fit in this run."))
         return
     names = [_esc(r.name) for r in rows]
-    fig = make_subplots(
+    fig = ps.subplots(
         rows=2, cols=3, specs=[[{"colspan": 3}, None, None], [{}, {}, {}]], vertical_spacing=0.2,
         row_heights=[0.6, 0.4],
         subplot_titles=["RMS residual before and after the fit (mrad)", "fitted delay (ms)", "fitted gain",
@@ -489,14 +481,14 @@ def _calibration(page: _Page, data: RunReportData) -> None:
     before = [r.rms_before_rad * 1e3 for r in rows]
     after = [r.rms_after_rad * 1e3 for r in rows]
     gain_pct = [(-100.0 * (1 - r.rms_after_rad / r.rms_before_rad)) if r.rms_before_rad > 0 else 0.0 for r in rows]
-    fig.add_trace(go.Bar(x=names, y=before, name="as recorded", marker_color="#B0BEC5"), row=1, col=1)
-    fig.add_trace(go.Bar(x=names, y=after, name="with fit", marker_color="#2E7D32",
+    fig.add_trace(ps.bar(x=names, y=before, name="as recorded", marker_color="#B0BEC5"), row=1, col=1)
+    fig.add_trace(ps.bar(x=names, y=after, name="with fit", marker_color="#2E7D32",
                          text=[f"{g:+.0f}%" for g in gain_pct], textposition="outside"), row=1, col=1)
-    fig.add_trace(go.Bar(x=names, y=[r.delay_s * 1e3 for r in rows], marker_color="#0072B2", showlegend=False),
+    fig.add_trace(ps.bar(x=names, y=[r.delay_s * 1e3 for r in rows], marker_color="#0072B2", showlegend=False),
                   row=2, col=1)
-    fig.add_trace(go.Bar(x=names, y=[r.gain for r in rows], marker_color="#0072B2", showlegend=False),
+    fig.add_trace(ps.bar(x=names, y=[r.gain for r in rows], marker_color="#0072B2", showlegend=False),
                   row=2, col=2)
-    fig.add_trace(go.Bar(x=names, y=[r.offset_rad * 1e3 for r in rows], marker_color="#0072B2", showlegend=False),
+    fig.add_trace(ps.bar(x=names, y=[r.offset_rad * 1e3 for r in rows], marker_color="#0072B2", showlegend=False),
                   row=2, col=3)
     fig.update_layout(barmode="group")
     page.add("calibration", _note(
@@ -665,10 +657,10 @@ def render_rollup_report(
         items.append(f"<li>{link}: {'; '.join(extra)}</li>")
     page.add("runs", f'<ul class="runs">{"".join(items)}</ul>')
 
-    fig = go.Figure()
+    fig = ps.Figure()
     cats = list(dict.fromkeys(list(CATEGORIES) + [c for r in rows for c in r["events_by_category"]]))
     for c in cats:
-        fig.add_trace(go.Bar(x=xs, y=[r["events_by_category"].get(c, 0) for r in rows], name=_esc(c),
+        fig.add_trace(ps.bar(x=xs, y=[r["events_by_category"].get(c, 0) for r in rows], name=_esc(c),
                              marker_color=category_color(c)))
     fig.update_layout(barmode="stack", title="Events per category per run", yaxis_title="events")
     page.figure("events", fig, 380)
@@ -676,10 +668,10 @@ def render_rollup_report(
     have_q = any(r["position_rms_rad"] is not None for r in rows)
     have_f = any(r["force_rms_n"] is not None for r in rows)
     if have_q or have_f:
-        fig = make_subplots(rows=1, cols=2, subplot_titles=["joint RMS residual (mrad)", "force RMS residual (N)"])
-        fig.add_trace(go.Bar(x=xs, y=[None if r["position_rms_rad"] is None else r["position_rms_rad"] * 1e3
+        fig = ps.subplots(rows=1, cols=2, subplot_titles=["joint RMS residual (mrad)", "force RMS residual (N)"])
+        fig.add_trace(ps.bar(x=xs, y=[None if r["position_rms_rad"] is None else r["position_rms_rad"] * 1e3
                                       for r in rows], marker_color="#455A64", showlegend=False), row=1, col=1)
-        fig.add_trace(go.Bar(x=xs, y=[r["force_rms_n"] for r in rows], marker_color="#E69F00", showlegend=False),
+        fig.add_trace(ps.bar(x=xs, y=[r["force_rms_n"] for r in rows], marker_color="#E69F00", showlegend=False),
                       row=1, col=2)
         page.figure("residuals", fig, 380)
     else:
@@ -713,10 +705,10 @@ def _predictivity_section(page: _Page, pred: Mapping[str, Any] | None) -> None:
         "differently from reality (SIMPLER, Li et al. 2024)."))
     groups = pred.get("groups") or []
     if groups:
-        fig = go.Figure()
-        fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dot", "color": "#999"},
+        fig = ps.Figure()
+        fig.add_trace(ps.scatter(x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dot", "color": "#999"},
                                  name="sim = real", hoverinfo="skip"))
-        fig.add_trace(go.Scatter(
+        fig.add_trace(ps.scatter(
             x=[g["sim_success_rate"] for g in groups], y=[g["real_success_rate"] for g in groups],
             mode="markers+text", text=[_esc(g["group"]) for g in groups], textposition="top center",
             marker={"size": [8 + 2 * min(int(g["n_runs"]), 10) for g in groups], "color": "#1565C0"},
