@@ -121,3 +121,13 @@ def test_fit_errors(kwargs, error, match):
     args.update(kwargs)
     with pytest.raises(error, match=match):
         fit_joint_calibration(**args)
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 0.00047933695039347753, 0.0003, 0.0497])
+def test_delays_near_either_end_of_the_grid_are_refined(delay_s):
+    # Found by the property above: under half a grid step the best grid point is the
+    # grid's end, which has only one neighbour.
+    t, q_sim, q_real = _signals(delay_s, [1.0, 1.0], [0.0, 0.0], duration_s=4.0)
+    fits = fit_joint_calibration(t, q_sim, q_real, np.ones(t.size, bool), 50 * MS)
+    for fit in fits:
+        assert fit.delay_s == pytest.approx(delay_s, abs=3e-4)

@@ -138,12 +138,16 @@ def fit_joint_calibration(
         _, _, sse = sse_at(delays)
         k = int(np.argmin(sse))
         delay = delays[k]
-        if 0 < k < delays.size - 1:
-            c0, c1, c2 = sse[k - 1], sse[k], sse[k + 1]
+        if delays.size >= 3:
+            # The parabola through the best grid point's neighbours; at either end of the
+            # grid through the three end points, so a delay under half a step is refined too.
+            i = min(max(k, 1), delays.size - 2)
+            c0, c1, c2 = sse[i - 1], sse[i], sse[i + 1]
             denom = c0 - 2.0 * c1 + c2
             if denom > 0:
                 step = delays[1] - delays[0]
-                delay = delays[k] + float(np.clip(0.5 * step * (c0 - c2) / denom, -step, step))
+                vertex = delays[i] + 0.5 * step * (c0 - c2) / denom
+                delay = float(np.clip(vertex, max(delays[0], delays[k] - step), min(delays[-1], delays[k] + step)))
         gain, offset, sse_best = sse_at(np.array([delay]))
         if sse_best[0] > sse[k]:  # the parabola overshot: keep the grid point
             delay = delays[k]
