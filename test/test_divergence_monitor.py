@@ -147,3 +147,19 @@ def test_use_sim_time_set_at_run_time_switches_the_input_clock(harness: Harness)
     # Back on the wall clock: forward again, no further jump.
     assert harness.monitor._now_ns() > sim_ns
     assert harness.monitor.clock_jumps == 1
+
+
+def test_inputs_on_their_own_thread_give_the_same_outputs(ros_context, tmp_path: Path) -> None:
+    """The executable's default: inputs taken by the input thread, timers by the executor."""
+    h = Harness(tmp_path, input_thread=True)
+    try:
+        h.play(2.0, real_offset_rad=lambda t: 0.02)
+        assert h.spin_until(lambda: len(h.received["joints"]) >= 20)
+        assert h.monitor._inputs is not None and h.monitor._inputs.wakes > 0
+        last = h.received["joints"][-1]
+        assert list(last.position_residual_rad) == pytest.approx([0.02] * len(JOINTS), abs=2e-3)
+        assert h.spin_until(lambda: int(h.values("divergence_monitor: /real/joint_states").get("messages", "0")) > 0)
+        assert h.monitor.finish().is_file()
+        assert not h.monitor._inputs._thread.is_alive()
+    finally:
+        h.close()

@@ -22,7 +22,9 @@ import gc
 import json
 import os
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,7 @@ from sim_real_bridge.core.stream_status import StreamStatus
 from sim_real_bridge.errors import ConfigError, SnapshotError
 from sim_real_bridge.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsPublisher, make_status
 from sim_real_bridge.ros.filters import message_filters
+from sim_real_bridge.ros.input_thread import InputThread
 from sim_real_bridge.ros.qos import OUTPUT_QOS
 from sim_real_bridge.ros.spinning import run_node
 
@@ -107,6 +110,9 @@ NODE_PARAMETERS: dict[str, tuple[Any, str]] = {
     "max_joints": (64, "A joint_states message with more joints than this is refused as oversized."),
     "max_future_s": (5.0, "A stamp this far ahead of the receive time is refused (same clock only)."),
     "stamps_on_node_clock": (True, "Both sides stamp on this node's clock, so future stamps can be checked."),
+    "input_thread": (True, "Take the joint_states, wrench and pose inputs on a thread waiting on them alone "
+                           "(the executor's per-wake cost at 1 kHz was the node's largest); false: the "
+                           "executor serves them with the node's other callbacks."),
     "record_inputs_path": ("", "Bag directory to record every input message to, as received (log time = "
                                "this node's receive time), and the analysis ticks, so replay repeats this "
                                "run's analysis; empty: off."),
@@ -200,6 +206,11 @@ class DivergenceMonitor(Node):
             self._inputs_bag.add_topic(TICKS_TOPIC, TICKS_TYPE)
         self._subscribers = []
         self._drain_sources: list[tuple[Any, Any]] = []
+        # Held by every callback that touches the engine: the input thread and the timers.
+        self._lock = threading.Lock()
+        self._inputs: InputThread | None = None
+        if param("input_thread"):
+            self._inputs = InputThread(self, self._lock, self._input_thread_error)
         stale_periods = float(param("stale_periods"))
         for side in ("sim", "real"):
             for stream, (msg_type, type_name, required) in STREAMS.items():
@@ -213,24 +224,34 @@ class DivergenceMonitor(Node):
                 if self._inputs_bag is not None:
                     self._inputs_bag.add_topic(resolved, type_name)
                 qos = COMMAND_QOS if stream == "joint_trajectory" else INPUT_QOS
-                subscriber = message_filters.Subscriber(self, msg_type, topic, qos_profile=qos, raw=True)
                 handle = self._input_callback(side, stream, resolved, msg_type, type_name)
-                subscriber.registerCallback(self._draining(handle))
-                if stream != "joint_trajectory":  # poses too: undrained, they queued for seconds
-                    self._drain_sources.append((subscriber, handle))
+                if self._inputs is not None and stream != "joint_trajectory":
+                    subscriber = message_filters.Subscriber(self, msg_type, topic, qos_profile=qos, raw=True,
+                                                            callback_group=self._inputs.group)
+                    subscriber.registerCallback(handle)
+                    self._inputs.add(subscriber.sub)
+                else:
+                    subscriber = message_filters.Subscriber(self, msg_type, topic, qos_profile=qos, raw=True)
+                    if stream == "joint_trajectory":
+                        subscriber.registerCallback(self._locked(handle))
+                    else:  # poses too: undrained, they queued for seconds
+                        subscriber.registerCallback(self._draining(handle))
+                        self._drain_sources.append((subscriber, handle))
                 self._subscribers.append(subscriber)
 
         # Input-driven ticks analyse each grid time as soon as its samples are in (see
         # on_message); the timer covers the rest: stalled streams, events, snapshots.
-        self._tick_timer = self.create_timer(float(param("tick_period_s")), self._on_tick)
-        self._summary_timer = self.create_timer(1.0 / float(param("summary_rate_hz")), self._on_summary)
-        self._markers_timer = self.create_timer(1.0 / float(param("markers_rate_hz")), self._on_markers)
+        self._tick_timer = self.create_timer(float(param("tick_period_s")), self._locked(self._on_tick))
+        self._summary_timer = self.create_timer(1.0 / float(param("summary_rate_hz")), self._locked(self._on_summary))
+        self._markers_timer = self.create_timer(1.0 / float(param("markers_rate_hz")), self._locked(self._on_markers))
         self._diagnostics = DiagnosticsPublisher(self, period_s=float(param("diagnostics_period_s")))
         for topic in self._status:
-            self._diagnostics.add(lambda topic=topic: self._stream_diagnostic(topic))
-        self._diagnostics.add(self._alignment_diagnostic)
-        self._diagnostics.add(self._snapshot_diagnostic)
+            self._diagnostics.add(self._locked(lambda topic=topic: self._stream_diagnostic(topic)))
+        self._diagnostics.add(self._locked(self._alignment_diagnostic))
+        self._diagnostics.add(self._locked(self._snapshot_diagnostic))
         self._finished = False
+        if self._inputs is not None:
+            self._inputs.start()
         self.get_logger().info(
             f"monitoring {len(self._status)} streams; output in {self._output_dir}; "
             f"message_filters: {message_filters.__name__}"
@@ -320,6 +341,22 @@ class DivergenceMonitor(Node):
             self._record_input(TICKS_TOPIC, now_ns, data)
         if self._capture is not None:
             self._capture.add_message(TICKS_TOPIC, TICKS_TYPE, now_ns, data)
+
+    def _locked(self, callback: Callable[..., Any]) -> Callable[..., Any]:
+        """The callback, run holding the lock the input thread holds while it feeds."""
+        lock = self._lock
+
+        def run(*args: Any) -> Any:
+            with lock:
+                return callback(*args)
+
+        return run
+
+    def _input_thread_error(self, error: BaseException) -> None:
+        # The input callbacks refuse what they cannot process; this is a bug, said once.
+        if ("input_thread", type(error).__name__) not in self._logged_once:
+            self._logged_once.add(("input_thread", type(error).__name__))
+            self.get_logger().error(f"input callback failed: {type(error).__name__}: {error}")
 
     def _draining(self, handle: Any) -> Any:
         """Callback that also takes what is queued on every high-rate input (bounded).
@@ -503,6 +540,17 @@ class DivergenceMonitor(Node):
 
     def finish(self) -> Path:
         """Closes open events, writes pending snapshots and the run summary; returns its path."""
+        if self._inputs is not None:
+            self._inputs.stop()
+        with self._lock:
+            return self._finish()
+
+    def destroy_node(self) -> None:
+        if self._inputs is not None:
+            self._inputs.stop()
+        super().destroy_node()
+
+    def _finish(self) -> Path:
         if self._finished:
             return self._output_dir / SUMMARY_FILE
         self._finished = True

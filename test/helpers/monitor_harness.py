@@ -51,7 +51,9 @@ class Harness:
                  extra_parameters: dict[str, object] | None = None, **parameters: object) -> None:
         params = [Parameter("output_dir", value=str(output_dir)),
                   Parameter("snapshot_pre_s", value=1.0), Parameter("snapshot_post_s", value=0.5)]
-        merged = {**parameters, **(extra_parameters or {})}
+        # The executor serves the inputs here, so a spin delivers and analyses them in
+        # step with the test; the input thread has its own tests.
+        merged = {"input_thread": False, **parameters, **(extra_parameters or {})}
         params += [Parameter(k, value=v) for k, v in merged.items()]
         self.sim_clock = sim_clock
         self.sim_time_ns = 1_000 * 1_000_000_000
