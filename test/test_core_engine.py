@@ -353,3 +353,25 @@ def test_transport_floor_is_each_sides_smallest_receive_delay() -> None:
     # The floor leaks upward slowly between samples; within 3 ms of samples it is the minimum.
     assert floor["sim"] == pytest.approx((T0_RECV_NS + 300_000) * 1e-9, abs=2e-5)
     assert floor["real"] == pytest.approx((T0_RECV_NS - REAL_OFFSET_NS + 600_000) * 1e-9, abs=2e-5)
+
+
+def test_joint_records_go_to_a_sink_when_set_and_equal_the_tick_output(latency, monkeypatch) -> None:
+    _, outputs, summary = latency
+    expected = [r for out in outputs for r in out.joints]
+    sunk: list = []
+    original_init = DivergenceEngine.__init__
+
+    def init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        self.joint_record_sink = sunk.append
+
+    monkeypatch.setattr(DivergenceEngine, "__init__", init)
+    _, outputs_sunk, summary_sunk = run(make_streams(latency_s=0.08))
+    assert not any(out.joints for out in outputs_sunk)
+    assert len(sunk) == len(expected) > 100
+    for got, want in zip(sunk, expected):
+        assert got.stamp_ns == want.stamp_ns
+        assert got.latency_s == want.latency_s and got.clock_offset_s == want.clock_offset_s
+        assert np.array_equal(got.position_residual_rad, want.position_residual_rad, equal_nan=True)
+        assert np.array_equal(got.effort_residual, want.effort_residual, equal_nan=True)
+    assert summary_sunk["events"] == summary["events"]

@@ -42,7 +42,7 @@ import math
 import warnings
 from bisect import bisect_left
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from typing import Any
 
@@ -1334,6 +1334,9 @@ class DivergenceEngine:
         self._next_t_ns: int | None = None
         self._name_orders: dict[tuple, Any] = {}
         self._pending = TickOutput()
+        #: If set, each joint record goes here as soon as it is formed, before the rest of
+        #: its grid time's analysis (a live node publishes it at once), not to tick()'s output.
+        self.joint_record_sink: Callable[[JointDivergenceRecord], None] | None = None
         self.rejected: Counter = Counter()
         self.first_command_ns: int | None = None
         self._motion_onset_ns: int | None = None
@@ -1922,6 +1925,22 @@ class DivergenceEngine:
         qd_res = res[j:2 * j]
         eff_res = res[2 * j:]
         self._last_t_ns = t
+        # The joint record needs nothing this grid time's analysis decides (the latency
+        # estimate is the fits' so far): it is formed first, so it can leave first.
+        offset_s, offset_std_s = self._offset()
+        if p.joint_record:
+            latency_s, latency_std_s = self._latency()
+            record = JointDivergenceRecord(
+                stamp_ns=t, names=self.joint_names or (), position_residual_rad=q_res.copy(),
+                velocity_residual_rad_s=qd_res.copy(), effort_residual=eff_res.copy(),
+                clock_offset_s=offset_s, clock_offset_std_s=offset_std_s,
+                latency_s=latency_s, latency_std_s=latency_std_s,
+                latency_compensated=False,
+            )
+            if self.joint_record_sink is not None:
+                self.joint_record_sink(record)
+            else:
+                self._pending.joints.append(record)
         ee = {"sim": p.ee_sim, "real": p.ee_real}
         obj = {"sim": p.obj_sim, "real": p.obj_real}
         ee_err, ee_err_norm = p.ee_err, p.ee_err_norm
@@ -2112,17 +2131,7 @@ class DivergenceEngine:
             self._sums["f_sq"] += force_norm ** 2
             self._sums["f_n"] += 1
 
-        # records
-        latency_s, latency_std_s = self._latency()
-        offset_s, offset_std_s = self._offset()
-        if p.joint_record:
-            self._pending.joints.append(JointDivergenceRecord(
-                stamp_ns=t, names=self.joint_names or (), position_residual_rad=q_res.copy(),
-                velocity_residual_rad_s=qd_res.copy(), effort_residual=eff_res.copy(),
-                clock_offset_s=offset_s, clock_offset_std_s=offset_std_s,
-                latency_s=latency_s, latency_std_s=latency_std_s,
-                latency_compensated=False,
-            ))
+        # records (the joint record went out first, above)
         if self._next_contact_ns is None or t >= self._next_contact_ns:
             self._next_contact_ns = t + int(round(1e9 / cfg.contact_rate_hz))
             if wrench_valid:

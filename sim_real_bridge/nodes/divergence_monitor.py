@@ -157,6 +157,9 @@ class DivergenceMonitor(Node):
         self._engine = DivergenceEngine(EngineConfig.from_flat(
             {name[len("engine."):]: param(name) for name in engine_defaults}
         ))
+        # Joint residuals leave as soon as they are formed, before the rest of the analysis.
+        self._engine.joint_record_sink = self._publish_joint_record
+        self._tick_ns = 0  # node time of the tick under way (the outputs' receive time in snapshots)
         self._intake = intake.IntakeConfig(
             limits=validation.InputLimits(max_joints=int(param("max_joints")), max_future_s=float(param("max_future_s"))),
             stamps_on_node_clock=bool(param("stamps_on_node_clock")),
@@ -417,6 +420,12 @@ class DivergenceMonitor(Node):
         if self._capture is not None:
             self._capture.add_message(topic, type_name, now_ns, serialize_message(msg))
 
+    def _publish_joint_record(self, record: Any) -> None:
+        data = cdr.joint_divergence_cdr(record)
+        self._pub_joints.publish(data)
+        if self._capture is not None:
+            self._capture.add_message("/divergence/joints", "sim_real_bridge/msg/JointDivergence", self._tick_ns, data)
+
     def _publish(self, out: TickOutput, now_ns: int) -> None:
         # Straight to CDR and published raw: building rclpy message objects and
         # serializing them (twice, with the snapshot copy) cost ~0.5 ms per grid time,
@@ -486,6 +495,7 @@ class DivergenceMonitor(Node):
         now_ns = self._now_ns()
         self._publish_snapshot_notice()
         before = (self._engine.analysis_count, self._engine.next_grid_ns)
+        self._tick_ns = now_ns
         out = self._engine.tick(now_ns)
         if (self._engine.analysis_count, self._engine.next_grid_ns) != before:
             # Only ticks that analysed or skipped ahead change the engine: replay needs those.
@@ -556,6 +566,7 @@ class DivergenceMonitor(Node):
         self._finished = True
         now_ns = self._now_ns()
         self._note_tick(now_ns)
+        self._tick_ns = now_ns
         out = self._engine.finish(now_ns)
         for record in out.events:
             self._on_event(record, now_ns)
