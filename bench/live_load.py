@@ -21,13 +21,13 @@ once with the monitor; each listener's CPU time (user + system, from
 publisher stopped).
 
 ``p99_latency_ms``: for each ``/divergence/joints`` message received by this process,
-its arrival time (system clock) minus the publication time of the later of the
-matched pair covering its stamp t (the first sample whose stamp, mapped by the
-monitor's reported transport floor, is at or after t; see run_bench). That sample
-reached the monitor no earlier than it was published, so this bounds the latency
-from the later arrival of the matched pair to the divergence message from above (it
-also includes the output's own transport to this process). Samples are stamped on
-whole milliseconds of the system clock, as a hardware clock ticks.
+its arrival (the DDS reception stamp, system clock) minus the publication time of the
+later of the matched pair covering its stamp t (the first sample whose stamp, mapped
+by the monitor's reported transport floor, is at or after t; see run_bench). That
+sample reached the monitor no earlier than it was published, so this bounds the
+latency from the later arrival of the matched pair to the divergence message from
+above (it also includes the output's own transport to this process). Samples are
+stamped on whole milliseconds of the system clock, as a hardware clock ticks.
 All processes share the system clock.
 
 Usage: ``python bench/live_load.py [--json] [--duration-s 20] [--rate-hz 1000]``.
@@ -271,9 +271,12 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
     statuses: dict[str, dict[str, str]] = {}
     watching = threading.Event()
 
-    def on_joints(msg: JointDivergence) -> None:
+    def on_joints(msg: JointDivergence, info: dict) -> None:
+        # Arrival as DDS stamped it on reception (system clock), before this process's own
+        # executor got to the callback: that delay is the watcher's, not the monitor's.
         if watching.is_set():
-            outputs.append((msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec, time.time_ns()))
+            outputs.append((msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec,
+                            int(info["received_timestamp"])))
 
     floors_s: list[float] = []  # every transport floor the monitor reported while watched
 
