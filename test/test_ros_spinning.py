@@ -47,7 +47,7 @@ class _Probe(Node):
         self.summaries += 1
 
 
-def test_bad_parameters_give_status_2_and_a_fatal_line() -> None:
+def test_bad_parameters_give_status_2() -> None:
     def factory() -> Node:
         raise ConfigError("parameter rate_hz must be positive")
 

@@ -1243,18 +1243,6 @@ def _quat_angle(q1: np.ndarray, q2: np.ndarray) -> float:
     return float(2.0 * math.acos(min(1.0, dot)))
 
 
-def _quat_to_matrix(q: np.ndarray) -> np.ndarray:
-    from transforms3d.quaternions import quat2mat
-
-    return quat2mat(q / _norm(q))
-
-
-def _point_attr(point: Any, name: str, default: Any = None) -> Any:
-    if isinstance(point, Mapping):
-        return point.get(name, default)
-    return getattr(point, name, default)
-
-
 _IDENTITY = object()  # marks a joint name order equal to the engine's
 ONSET_SPEED_RAD_S = 0.003  # joint speed that counts as the arm leaving rest
 ONSET_QUIET_S = 0.2  # rest needed before a motion onset counts as the run start

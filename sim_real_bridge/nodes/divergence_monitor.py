@@ -33,7 +33,6 @@ import rclpy
 from diagnostic_msgs.msg import KeyValue
 from geometry_msgs.msg import PoseStamped, WrenchStamped
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.exceptions import InvalidHandle
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -62,7 +61,7 @@ from sim_real_bridge.core.stream_status import StreamStatus
 from sim_real_bridge.errors import ConfigError, SnapshotError
 from sim_real_bridge.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsPublisher, make_status
 from sim_real_bridge.ros.filters import message_filters
-from sim_real_bridge.ros.input_thread import InputThread
+from sim_real_bridge.ros.input_thread import InputThread, take_queued
 from sim_real_bridge.ros.qos import OUTPUT_QOS
 from sim_real_bridge.ros.spinning import run_node
 
@@ -79,8 +78,6 @@ LEVELS = {0: OK, 1: WARN, 2: ERROR, 3: STALE}
 INPUT_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2000, reliability=ReliabilityPolicy.BEST_EFFORT)
 #: Direct CDR readers of the high-rate streams (rclpy's deserializer costs more than the analysis).
 FAST_READERS = {"joint_states": cdr.read_joint_state, "wrench": cdr.read_wrench_stamped}
-#: Most messages one input callback takes from its queue in one executor turn.
-MAX_DRAIN = 64
 COMMAND_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=50, reliability=ReliabilityPolicy.BEST_EFFORT)
 
 #: Streams of each side: parameter key -> (message type, ROS type name, required).
@@ -372,20 +369,8 @@ class DivergenceMonitor(Node):
         def on_message(data: bytes) -> None:
             handle(data)
             for subscriber, source in self._drain_sources:
-                sub = getattr(subscriber, "sub", None)
-                if sub is None:
-                    continue
-                for _ in range(MAX_DRAIN):
-                    try:
-                        with sub.handle:
-                            taken = sub.handle.take_message(sub.msg_type, sub.raw)
-                    except InvalidHandle:
-                        # Ctrl-C shut the context down mid-drain; the executor's own
-                        # take treats a destroyed handle the same way: nothing to take.
-                        return
-                    if taken is None:
-                        break
-                    source(taken[0])
+                if not take_queued(subscriber.sub, source):
+                    return  # Ctrl-C shut the context down mid-drain
 
         return on_message
 
@@ -430,11 +415,8 @@ class DivergenceMonitor(Node):
         # Straight to CDR and published raw: building rclpy message objects and
         # serializing them (twice, with the snapshot copy) cost ~0.5 ms per grid time,
         # on the latency path. Everything goes out before the snapshot copies.
+        # Joint records never reach here: the engine hands them to _publish_joint_record.
         published = []
-        for record in out.joints:
-            data = cdr.joint_divergence_cdr(record)
-            self._pub_joints.publish(data)
-            published.append(("/divergence/joints", "sim_real_bridge/msg/JointDivergence", data))
         for record in out.poses:
             data = cdr.pose_divergence_cdr(record, self._pose_frame)
             self._pub_pose.publish(data)

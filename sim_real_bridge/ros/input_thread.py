@@ -108,21 +108,31 @@ class InputThread:
             self.wakes += 1
             with self._lock:
                 for sub in subs:
-                    if sub.handle.pointer in ready and not self._take_all(sub):
+                    if sub.handle.pointer in ready and not take_queued(sub, sub.callback, self._on_error):
                         return
 
-    def _take_all(self, sub: Subscription) -> bool:
-        """Hands up to MAX_BATCH queued messages to the callback; False once the handle is gone."""
-        for _ in range(MAX_BATCH):
-            try:
-                with sub.handle:
-                    taken = sub.handle.take_message(sub.msg_type, sub.raw)
-            except InvalidHandle:
-                return False
-            if taken is None:
-                return True
-            try:
-                sub.callback(taken[0])
-            except Exception as error:  # noqa: BLE001 - one bad callback must not stop every input
-                self._on_error(error)
-        return True
+
+def take_queued(sub: Subscription, deliver: Callable[[Any], None],
+                on_error: Callable[[BaseException], None] | None = None) -> bool:
+    """Hands up to MAX_BATCH messages queued on sub to ``deliver``, one by one.
+
+    Returns False once the handle is gone (node destroyed, context shut down under
+    Ctrl-C): there is nothing to take, as rclpy's executors treat it. With ``on_error``,
+    an exception from ``deliver`` goes there and the next message is taken.
+    """
+    for _ in range(MAX_BATCH):
+        try:
+            with sub.handle:
+                taken = sub.handle.take_message(sub.msg_type, sub.raw)
+        except InvalidHandle:
+            return False
+        if taken is None:
+            return True
+        if on_error is None:
+            deliver(taken[0])
+            continue
+        try:
+            deliver(taken[0])
+        except Exception as error:  # noqa: BLE001 - one bad callback must not stop every input
+            on_error(error)
+    return True
