@@ -797,7 +797,7 @@ class _ClockPlan:
 
 
 class _Pure:
-    """What the analysis at one grid time reads from the streams alone (see ``_pure_at``)."""
+    """What the analysis at one grid time reads from the streams alone (see ``_pure_joints``)."""
 
     __slots__ = ("sim_row", "real_row", "joints_valid", "ee_sim", "ee_real", "obj_sim", "obj_real", "ee_err",
                  "ee_err_norm", "tip_sim", "tip_real", "obj_err", "obj_tool_err", "real_tool_object_m",
@@ -832,7 +832,7 @@ PLAN_BLOCK_TICKS = 2048
 
 
 class _GridPlan:
-    """The stream-only part of the analysis (:meth:`DivergenceEngine._pure_at`) for the
+    """The stream-only part of the analysis (:meth:`DivergenceEngine._pure_joints` and ``_pure_rest``) for the
     grid times of planned columns, a block of grid times at a time in numpy columns with
     the per-tick arithmetic, and the delay fits the analysis will ask for, batched.
 
@@ -887,7 +887,7 @@ class _GridPlan:
         return None if self.columns is None else k - block * self.block_ticks
 
     def at(self, t_ns: int, engine: "DivergenceEngine") -> _Pure | None:
-        """The values of ``engine._pure_at(t_ns)``, or None when not (yet) determined."""
+        """The values of ``engine._pure_joints(t_ns)`` completed by ``_pure_rest``, or None when not (yet) determined."""
         i = self._index(t_ns)
         if i is None:
             return None
@@ -959,7 +959,7 @@ def _build_grid_plan(engine: "DivergenceEngine") -> _GridPlan | None:
 
 def _plan_block(engine: "DivergenceEngine", times: np.ndarray,
                 ) -> tuple[list[tuple[_Series, list[int], list[int]]], dict[str, Any], list[_Series]] | None:
-    """Columns of ``engine._pure_at`` at ``times``, with the rows each answer needs per
+    """Columns of the per-tick reads (``engine._pure_joints``, ``_pure_rest``) at ``times``, with the rows each answer needs per
     series (need, first) and the series never fed; None when a stream has no grid cache."""
     cfg = engine.config
     j = len(engine.joint_names or ())
@@ -1810,18 +1810,26 @@ class DivergenceEngine:
         return np.where(finite, (1 - alpha) * prev + alpha * np.where(finite, value, 0.0), prev)
 
     # ------------------------------------------------------------------ analysis
-    def _pure_at(self, t: int) -> "_Pure":
-        """What the analysis at grid time t reads from the streams alone (no engine state):
-        the per-tick twin of :meth:`_GridPlan.at`, which gives the same values for all grid
-        times at once (same arithmetic: :func:`_norm` and :func:`_rotate` are sequential
-        float operations, as the plan's numpy columns are)."""
-        cfg = self.config
+    def _pure_joints(self, t: int) -> "_Pure":
+        """What the analysis at grid time t reads from the streams alone (no engine state),
+        with :meth:`_pure_rest`: the per-tick twin of :meth:`_GridPlan.at`, which gives the
+        same values for all grid times at once (same arithmetic: :func:`_norm` and
+        :func:`_rotate` are sequential float operations, as the plan's numpy columns are).
+        This part is all the joint record needs, so it leaves before the rest is read."""
         j = len(self.joint_names or ())
         gap = self._max_gap_ns
         p = _Pure()
         p.sim_row = sim_row = self._joints["sim"].sample(t, gap)
         p.real_row = real_row = self._joints["real"].sample(t, gap)
         p.joints_valid = bool(np.isfinite(sim_row[:j]).all() and np.isfinite(real_row[:j]).all())
+        p.res = res = real_row - sim_row
+        p.joint_record = bool(p.joints_valid or np.any(np.isfinite(res[:j])))
+        return p
+
+    def _pure_rest(self, p: "_Pure", t: int) -> None:
+        """The rest of the per-tick reads after :meth:`_pure_joints`: poses, wrench, motion, derived values."""
+        cfg = self.config
+        gap = self._max_gap_ns
         ee = {s: self._poses[(s, "ee")].sample(t, gap) for s in SIDES}
         obj = {s: self._poses[(s, "object")].sample(t, gap) for s in SIDES}
         p.ee_sim, p.ee_real, p.obj_sim, p.obj_real = ee["sim"], ee["real"], obj["sim"], obj["real"]
@@ -1869,20 +1877,18 @@ class DivergenceEngine:
         p.frame = "world" if ok["sim"] or ok["real"] else "sensor"
         p.moving = self._side_moving("sim", t)
         self._derive(p)
-        return p
 
     def _derive(self, p: "_Pure") -> None:
         """The residuals, squares, norms and masks ``_analyse`` takes from the stream values
         (the per-tick twin of the grid plan's columns; same float operations)."""
         cfg = self.config
         j = len(self.joint_names or ())
-        p.res = res = p.real_row - p.sim_row
+        res = p.res  # with joint_record, from _pure_joints
         q_res, eff_res = res[:j], res[2 * j:]
         p.q_sq = q_res ** 2
         p.eff_sq = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
         p.q_abs = np.abs(q_res)
         p.q_sq_sum = float(np.sum(p.q_sq))
-        p.joint_record = bool(p.joints_valid or np.any(np.isfinite(q_res)))
         p.world_sim_ok = bool(np.isfinite(p.world_sim).all())
         p.world_real_ok = bool(np.isfinite(p.world_real).all())
         p.raw_force = p.world_real - p.world_sim
@@ -1905,8 +1911,9 @@ class DivergenceEngine:
         j = len(self.joint_names or ())
         dt_s = self._dt_ns * 1e-9
         p = self._grid_plan.at(t, self) if self._grid_plan is not None else None
+        unplanned = p is None
         if p is None:
-            p = self._pure_at(t)
+            p = self._pure_joints(t)  # the rest after the joint record (below)
         sim_row, real_row, joints_valid = p.sim_row, p.real_row, p.joints_valid
         res = p.res
         q_res = res[:j]
@@ -1929,6 +1936,8 @@ class DivergenceEngine:
                 self.joint_record_sink(record)
             else:
                 self._pending.joints.append(record)
+        if unplanned:
+            self._pure_rest(p, t)
         ee = {"sim": p.ee_sim, "real": p.ee_real}
         obj = {"sim": p.obj_sim, "real": p.obj_real}
         ee_err, ee_err_norm = p.ee_err, p.ee_err_norm
