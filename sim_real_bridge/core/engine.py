@@ -763,13 +763,12 @@ class _ClockMap:
         """Std of the delivery delay over recent samples (refreshed every 100 samples)."""
         plan = self._plan
         if plan is not None and plan.synced < plan.fed:
-            # Planned rows not synced yet: the history is the synced one plus the plan's pending delays.
-            if min(500, len(self._delays) + plan.fed - plan.synced) <= 2:
+            # Planned rows not synced yet. A plan is made for a fresh map only, so every
+            # delay so far is one of the plan's: the history is its last 500 fed.
+            if min(500, plan.fed) <= 2:
                 return 0.0
             if self._spread_cache is None or self._count - self._spread_at >= 100:
-                pending = plan.delays[max(plan.synced, plan.fed - 500):plan.fed]
-                recent = np.concatenate((np.asarray(self._delays, dtype=np.int64), pending))[-500:]
-                self._spread_cache = float(np.std(recent)) * 1e-9
+                self._spread_cache = float(np.std(plan.delays[max(0, plan.fed - 500):plan.fed])) * 1e-9
                 self._spread_at = self._count
             return self._spread_cache
         if len(self._delays) <= 2:
