@@ -178,6 +178,28 @@ def test_config_errors() -> None:
         BiasDriftTracker(tau_s=0.0)
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_live_jitter_statistics_equal_the_planned_table_and_numpy(seed: int) -> None:
+    from sim_real_bridge.core.features import _jitter_stats, plan_jitter
+
+    stamps, _, _, _ = _pathological_stream(seed)
+    health = StreamHealth(FeatureConfig())
+    size = health.config.jitter_window
+    counts = np.arange(size + 1, stamps.size + 1, 37)
+    plan_jitter(health, stamps, counts)
+    intervals = (np.diff(stamps).astype(np.float64) * 1e-9).tolist()
+    backwards_seen = 0
+    for m in counts.tolist():
+        window = intervals[m - 1 - size:m - 1]
+        center, mad, backwards = _jitter_stats(window)
+        a = np.asarray(window)
+        assert (center, mad, backwards) == health._jitter_table[m]
+        assert center == np.median(a) and mad == np.median(np.abs(a - np.median(a)))
+        assert backwards == int((a <= 0).sum())
+        backwards_seen += backwards
+    assert backwards_seen > 0  # the repeated and backwards stamps were in some windows
+
+
 def _pathological_stream(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """4000 samples at 500 Hz: dropouts, repeated and backwards stamps, jitter, delivery bursts."""
     rng = np.random.default_rng(seed)

@@ -44,6 +44,7 @@ bench/attribution_eval.py):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -240,6 +241,11 @@ class Attribution:
     tail: bool = False
 
 
+def _norm(v: np.ndarray) -> float:
+    """Euclidean norm of a short vector (math.hypot: a numpy call per tick costs more than the sum)."""
+    return math.hypot(*np.asarray(v, dtype=float).tolist())
+
+
 def _ramp(value: float, threshold: float) -> float:
     """0.5 at threshold, 1.0 at twice the threshold, linear; 0 for non-finite input."""
     if not np.isfinite(value) or threshold <= 0:
@@ -269,10 +275,12 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
     suppressed = (untrusted or recovering) and cfg.sensor_suppresses
 
     if not suppressed:
-        speed_sim = float(np.linalg.norm(f.sim_tip_velocity_m_s))
-        speed_real = float(np.linalg.norm(f.real_tip_velocity_m_s))
+        speed_sim = _norm(f.sim_tip_velocity_m_s)
+        speed_real = _norm(f.real_tip_velocity_m_s)
         ext = np.asarray(f.external_force_n, dtype=float)
-        ext_n = float(np.linalg.norm(ext)) if np.all(np.isfinite(ext)) else 0.0
+        ext_n = _norm(ext)
+        if not math.isfinite(ext_n):
+            ext_n = 0.0  # a non-finite component: no force known
         # A real force at the wrist is felt by the joints (J^T F); a sensor artefact is not.
         felt = f.joints_valid and f.effort_residual >= max(cfg.felt_min_nm, cfg.felt_lever_m * ext_n)
         stiffness = f.effort_residual / max(f.joint_residual_rad, 1e-6)

@@ -28,7 +28,7 @@ Trackers keep bounded history and never read a clock: every input carries its ti
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -107,6 +107,20 @@ def _median(values: Iterable[float]) -> float:
     n = len(ordered)
     mid = n // 2
     return float(ordered[mid]) if n % 2 else float((ordered[mid - 1] + ordered[mid]) / 2.0)
+
+
+def _jitter_stats(intervals_s: Iterable[float]) -> tuple[float, float, int]:
+    """Median, median absolute deviation and count of non-positive values of the stamp
+    intervals: the values of ``_median`` and ``plan_jitter``, from one sort. Sorted,
+    the deviations below and above the median are two sorted runs (x - c is exactly
+    -(c - x)), which Timsort merges in linear time; the non-positive count is a bisection.
+    """
+    ordered = sorted(intervals_s)
+    center = _median(ordered)
+    k = bisect_left(ordered, center)
+    deviations = [center - x for x in reversed(ordered[:k])]
+    deviations += [x - center for x in ordered[k:]]
+    return center, _median(deviations), bisect_right(ordered, 0.0)
 
 
 def _clip01(x: float) -> float:
@@ -352,10 +366,7 @@ class StreamHealth:
             if planned is not None:
                 center, mad, backwards = planned
             else:
-                # Sorting short deques beats np.median's overhead (same values: see _median).
-                center = _median(iv)
-                mad = _median([abs(x - center) for x in iv])
-                backwards = sum(1 for x in iv if x <= 0)
+                center, mad, backwards = _jitter_stats(iv)
             mad_ratio = mad / period
             if mad_ratio > cfg.jitter_mad_ratio or backwards > 0.05 * len(iv):
                 delay_std = float(np.std(np.asarray(self._delays_s)))
