@@ -1354,7 +1354,8 @@ class DivergenceEngine:
         self._last_kind: dict[str, str] = {}
         self._fit: DelayFit | None = None
         self._last_fit_ns: int | None = None
-        self._fit_delays: list[float] = []
+        self._fit_delays = np.empty(2001)  # the latest fitted delays (s), _fit_delays_n of them
+        self._fit_delays_n = 0
         self._latency_cache: tuple[int, tuple[float, float]] | None = None
         self._fit_count = 0
         self._next_pose_ns: int | None = None
@@ -2182,10 +2183,13 @@ class DivergenceEngine:
         planned = self._grid_plan.fit_at(t) if self._grid_plan is not None else None
         fit, counted = planned if planned is not None else self._fit_at(t)
         if counted:
-            self._fit_delays.append(fit.delay_s)
+            n = self._fit_delays_n
+            self._fit_delays[n] = fit.delay_s
+            self._fit_delays_n = n = n + 1
             self._fit_count += 1
-            if len(self._fit_delays) > 2000:
-                del self._fit_delays[:1000]
+            if n > 2000:
+                self._fit_delays[:n - 1000] = self._fit_delays[1000:n].copy()
+                self._fit_delays_n = n - 1000
         return fit
 
     def _fit_query(self, t_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -2214,11 +2218,11 @@ class DivergenceEngine:
         return _fits(real[None], sim[None], delays, self.config.fit_min_motion_rad)[0]
 
     def _latency(self) -> tuple[float, float]:
-        if not self._fit_delays:
+        if not self._fit_delays_n:
             return 0.0, 0.0
         # Asked at every analysis time; the delays change only when a fit adds one.
         if self._latency_cache is None or self._latency_cache[0] != self._fit_count:
-            arr = np.asarray(self._fit_delays)
+            arr = self._fit_delays[:self._fit_delays_n]
             self._latency_cache = (self._fit_count, (float(np.median(arr)), float(np.std(arr))))
         return self._latency_cache[1]
 
