@@ -28,6 +28,10 @@ def _candidate_roots() -> list[tuple[str, Path]]:
             roots.append(("ament share", Path(get_package_share_directory(PACKAGE_NAME))))
         except (PackageNotFoundError, ValueError, LookupError, OSError):
             pass
+    if _PACKAGE_DIR.parent.name in ("site-packages", "dist-packages"):
+        # Installed by CMake or colcon under PREFIX/lib/pythonX.Y/site-packages, beside
+        # PREFIX/share: found without a sourced setup file (AMENT_PREFIX_PATH unset).
+        roots.append(("install prefix", _PACKAGE_DIR.parents[3] / "share" / PACKAGE_NAME))
     roots.append(("package data", _PACKAGE_DIR / "_share"))
     return roots
 
@@ -36,7 +40,8 @@ def share_path(*parts: str) -> Path:
     """Return the path of a shipped resource, e.g. ``share_path("msg")``.
 
     Looks in the source checkout (the repo root, when it holds package.xml), then
-    the ament share directory, then ``sim_real_bridge/_share`` package data.
+    the ament share directory, then the share directory of the install prefix the
+    package sits in, then ``sim_real_bridge/_share`` package data.
 
     Raises:
         ConfigError: the resource exists in none of those places.

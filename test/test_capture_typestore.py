@@ -268,6 +268,21 @@ def test_share_path_finds_msg_and_names_what_it_tried(tmp_path):
         share_path("no", "such", "thing")
 
 
+def test_share_path_finds_the_install_prefix_share_without_a_sourced_setup(tmp_path, monkeypatch):
+    import sim_real_bridge.resources as resources
+
+    package = tmp_path / "prefix" / "lib" / "python3.11" / "site-packages" / "sim_real_bridge"
+    package.mkdir(parents=True)
+    share = tmp_path / "prefix" / "share" / "sim_real_bridge" / "msg"
+    share.mkdir(parents=True)
+    monkeypatch.setattr(resources, "_PACKAGE_DIR", package)
+    monkeypatch.delenv("AMENT_PREFIX_PATH", raising=False)
+    assert share_path("msg") == share
+    share.rmdir()
+    with pytest.raises(ConfigError, match=r"looked in: .*install prefix .*prefix/share/sim_real_bridge/msg; package data"):
+        share_path("msg")
+
+
 def test_custom_msg_types_errors(tmp_path):
     with pytest.raises(ConfigError, match="no .msg files in"):
         custom_msg_types(tmp_path)
