@@ -92,7 +92,10 @@ class EventTracker:
         self._last_t_ns: int | None = None
 
     def _state(self, category: str) -> _CategoryState:
-        return self._states.setdefault(category, _CategoryState())
+        st = self._states.get(category)
+        if st is None:
+            st = self._states[category] = _CategoryState()
+        return st
 
     def _record(self, category: str, st: _CategoryState, action: str, end_ns: int) -> EventRecord:
         kind = st.kinds.most_common(1)[0][0] if st.kinds else ""
