@@ -158,8 +158,10 @@ class _Writer:
         self.marks = marks
 
     def mark(self, name: str | None) -> None:
-        if name is not None and self.marks is not None:
-            self.marks.setdefault(name, []).append(len(self.buf))
+        """Note where field ``name`` begins (callers test ``marks`` first: the live node
+        writes every record through here, without marks)."""
+        if name is not None:
+            self.marks.setdefault(name, []).append(len(self.buf))  # type: ignore[union-attr]
 
     def align(self, size: int) -> None:
         pad = -(len(self.buf) - _HEADER) % size
@@ -178,14 +180,16 @@ class _Writer:
     def header(self, stamp_ns: int, frame_id: str, mark: str | None = "stamp") -> None:
         sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
         self.align(4)
-        self.mark(mark)
+        if self.marks is not None:
+            self.mark(mark)
         self.buf += _STAMP.pack(sec, nanosec)
         self.string(frame_id)
 
     def f64s(self, values: Any, mark: str | None = None) -> None:
         """Fixed-size float64 fields in a row."""
         self.align(8)
-        self.mark(mark)
+        if self.marks is not None:
+            self.mark(mark)
         self.buf += np.asarray(values, dtype="<f8").tobytes()
 
     def f64_seq(self, values: Any, mark: str | None = None) -> None:
@@ -194,17 +198,20 @@ class _Writer:
         self.u32(arr.size)
         if arr.size:
             self.align(8)
-            self.mark(mark)
+            if self.marks is not None:
+                self.mark(mark)
             self.buf += arr.tobytes()
 
     def f32s(self, values: Any, mark: str | None = None) -> None:
         """Fixed-size float32 fields in a row."""
         self.align(4)
-        self.mark(mark)
-        self.buf += np.asarray(values, dtype="<f4").tobytes()
+        if self.marks is not None:
+            self.mark(mark)
+        self.buf += struct.pack(f"<{len(values)}f", *values)
 
     def u8(self, value: int, mark: str | None = None) -> None:
-        self.mark(mark)
+        if self.marks is not None:
+            self.mark(mark)
         self.buf.append(int(value) & 0xFF)
 
 
@@ -290,6 +297,7 @@ def joint_divergence_cdr(record: Any, frame_id: str = "", marks: dict[str, list[
     return bytes(out.buf)
 
 
+#: ContactResidual's vectors in message order (fields of a ContactRecord).
 _CONTACT_VECTORS = ("sim_force_n", "sim_torque_nm", "real_force_n", "real_torque_nm", "residual_force_n",
                     "residual_torque_nm")
 
@@ -313,8 +321,11 @@ def contact_residual_cdr(record: Any, frame_id: str = "", marks: dict[str, list[
     """sim_real_bridge/msg/ContactResidual of a ContactRecord, as CDR bytes."""
     out = _Writer(marks=marks)
     out.header(record.stamp_ns, frame_id)
-    values = np.concatenate([np.asarray(getattr(record, name), dtype=float)[:3] for name in _CONTACT_VECTORS]
-                            + [np.array([record.force_residual_norm_n, record.torque_residual_norm_nm], dtype=float)])
+    values = np.concatenate([
+        np.asarray(v, dtype=float)[:3] for v in (record.sim_force_n, record.sim_torque_nm, record.real_force_n,
+                                                record.real_torque_nm, record.residual_force_n,
+                                                record.residual_torque_nm)
+    ] + [np.array([record.force_residual_norm_n, record.torque_residual_norm_nm], dtype=float)])
     out.f64s(values, "values")
     out.u8(record.sim_contact_phase, "phases")
     out.u8(record.real_contact_phase)
