@@ -250,6 +250,15 @@ def _stack(records: Sequence[Any], name: str, width: int) -> np.ndarray:
     return np.array([getattr(r, name) for r in records], dtype=float)[:, :width]
 
 
+def _scalars(records: Sequence[Any], *names: str, dtype: Any = float) -> np.ndarray:
+    """Scalar fields ``names`` of every record, (n, len(names)).
+
+    A flat list per field, not a list per record: thousands of small lists would set off
+    the garbage collector's full passes over a large heap.
+    """
+    return np.column_stack([np.array([getattr(r, name) for r in records], dtype=dtype) for name in names])
+
+
 def joint_divergence_cdr_many(records: Sequence[Any], frame_id: str = "") -> list[bytes]:
     """:func:`joint_divergence_cdr` of many records at once (same bytes): records of one
     layout (joint names and array lengths) are filled into one template with numpy."""
@@ -274,7 +283,7 @@ def joint_divergence_cdr_many(records: Sequence[Any], frame_id: str = "") -> lis
             if name in marks:  # empty sequences have no values to fill
                 fields.append((marks[name][0], _f64_bytes([getattr(r, name) for r in picked], n)))
         fields.append((marks["timing"][0], _f64_bytes(
-            [[r.clock_offset_s, r.clock_offset_std_s, r.latency_s, r.latency_std_s] for r in picked], n)))
+            _scalars(picked, "clock_offset_s", "clock_offset_std_s", "latency_s", "latency_std_s"), n)))
         fields.append((marks["compensated"][0],
                        np.array([bool(r.latency_compensated) for r in picked], dtype=np.uint8)[:, None]))
         for i, data in zip(rows, _fill(template, fields), strict=True):
@@ -311,8 +320,8 @@ def contact_residual_cdr_many(records: Sequence[Any], frame_id: str = "") -> lis
     template = contact_residual_cdr(records[0], frame_id, marks)
     n = len(records)
     values = np.hstack([_stack(records, name, 3) for name in _CONTACT_VECTORS] + [
-        np.array([[r.force_residual_norm_n, r.torque_residual_norm_nm] for r in records], dtype=float)])
-    phases = np.array([[r.sim_contact_phase, r.real_contact_phase] for r in records], dtype=np.int64)
+        _scalars(records, "force_residual_norm_n", "torque_residual_norm_nm")])
+    phases = _scalars(records, "sim_contact_phase", "real_contact_phase", dtype=np.int64)
     return _fill(template, [(marks["stamp"][0], stamps), (marks["values"][0], _f64_bytes(values, n)),
                             (marks["phases"][0], (phases & 0xFF).astype(np.uint8))])
 
@@ -348,7 +357,7 @@ def pose_divergence_cdr_many(records: Sequence[Any], frame_id: str = "world") ->
         _stack(records, "sim_ee_position_m", 3), _xyzw(_stack(records, "sim_ee_orientation_wxyz", 4)),
         _stack(records, "real_ee_position_m", 3), _xyzw(_stack(records, "real_ee_orientation_wxyz", 4)),
         _stack(records, "ee_position_error_m", 3),
-        np.array([[r.ee_position_error_norm_m, r.ee_orientation_error_rad] for r in records], dtype=float)])
+        _scalars(records, "ee_position_error_norm_m", "ee_orientation_error_rad")])
     has_object = np.array([bool(r.has_object) for r in records])
     objects = np.empty((n, 16))
     objects[:] = list(_ZERO_POSE) * 2 + [math.nan, math.nan]
@@ -357,8 +366,7 @@ def pose_divergence_cdr_many(records: Sequence[Any], frame_id: str = "world") ->
         objects[has_object] = np.hstack([
             _stack(picked, "sim_object_position_m", 3), _xyzw(_stack(picked, "sim_object_orientation_wxyz", 4)),
             _stack(picked, "real_object_position_m", 3), _xyzw(_stack(picked, "real_object_orientation_wxyz", 4)),
-            np.array([[r.object_position_error_norm_m, r.object_orientation_error_rad] for r in picked],
-                     dtype=float)])
+            _scalars(picked, "object_position_error_norm_m", "object_orientation_error_rad")])
     return _fill(template, [(marks["stamp"][0], stamps), (marks["ee"][0], _f64_bytes(ee, n)),
                             (marks["has_object"][0], has_object.astype(np.uint8)[:, None]),
                             (marks["objects"][0], _f64_bytes(objects, n))])

@@ -391,9 +391,11 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
     markers_ns = int(markers_period_s * 1e9) if markers_period_s else None
     next_marker: int | None = None
     latest_pose = None
-    # What goes out, in order: (topic, log time); the high-rate records of a topic share one
-    # layout and are encoded together afterwards (same bytes as record by record).
-    order: list[tuple[str, int]] = []
+    # What goes out, in order: topics and log times (two flat lists: a tuple per message
+    # would set off the garbage collector's full passes); the high-rate records of a topic
+    # share one layout and are encoded together afterwards (same bytes as record by record).
+    topics: list[str] = []
+    log_times: list[int] = []
     payloads: dict[str, list[bytes]] = {"/divergence/summary": [], "/divergence/events": []}
     joints: list[Any] = []
     poses: list[Any] = []
@@ -404,33 +406,40 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
     for now, out in outcome.ticks:
         while s_index < len(summaries) and summaries[s_index].stamp_ns <= now:
             rec = summaries[s_index]
-            order.append(("/divergence/summary", rec.stamp_ns))
+            topics.append("/divergence/summary")
+            log_times.append(rec.stamp_ns)
             payloads["/divergence/summary"].append(ser(convert.divergence_summary_msg(srb, key_value, rec),
                                                        summary_type))
             s_index += 1
-        order.extend(("/divergence/joints", now) for _ in out.joints)
+        topics.extend(["/divergence/joints"] * len(out.joints))
+        log_times.extend([now] * len(out.joints))
         joints.extend(out.joints)
-        order.extend(("/divergence/pose", now) for _ in out.poses)
+        topics.extend(["/divergence/pose"] * len(out.poses))
+        log_times.extend([now] * len(out.poses))
         poses.extend(out.poses)
         if out.poses:
             latest_pose = out.poses[-1]
-        order.extend(("/divergence/contact", now) for _ in out.contacts)
+        topics.extend(["/divergence/contact"] * len(out.contacts))
+        log_times.extend([now] * len(out.contacts))
         contacts.extend(out.contacts)
         for rec in out.events:
             if rec.action == ACTION_OPEN:
                 open_categories[rec.id] = rec.category
             elif rec.action == ACTION_CLOSE:
                 open_categories.pop(rec.id, None)
-            order.append(("/divergence/events", now))
+            topics.append("/divergence/events")
+            log_times.append(now)
             payloads["/divergence/events"].append(ser(convert.gap_event_msg(srb, key_value, rec, now), events_type))
         if markers_ns is not None and latest_pose is not None and (next_marker is None or now >= next_marker):
             next_marker = now + markers_ns
-            order.append(("/divergence/markers", now))
+            topics.append("/divergence/markers")
+            log_times.append(now)
             markers[0].append(latest_pose)
             markers[1].append(sorted(set(open_categories.values())))
             markers[2].append(now)
     for rec in summaries[s_index:]:
-        order.append(("/divergence/summary", rec.stamp_ns))
+        topics.append("/divergence/summary")
+        log_times.append(rec.stamp_ns)
         payloads["/divergence/summary"].append(ser(convert.divergence_summary_msg(srb, key_value, rec), summary_type))
     payloads["/divergence/joints"] = cdr.joint_divergence_cdr_many(joints)
     payloads["/divergence/pose"] = cdr.pose_divergence_cdr_many(poses, pose_frame_id)
@@ -443,7 +452,7 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
     with BagWriter(path, store) as bag:
         for topic, msgtype in DIVERGENCE_TOPICS.items():
             bag.add_topic(topic, msgtype)
-        for topic, log_time in order:
+        for topic, log_time in zip(topics, log_times, strict=True):
             bag.write(topic, log_time, next(pending[topic]))
     return path
 
