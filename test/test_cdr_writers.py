@@ -115,3 +115,38 @@ def test_divergence_markers_bytes(open_categories: list[str]) -> None:
     msg = convert.divergence_markers(viz, rec, open_categories, 1_700_000_000_123_456_789, "world")
     expected = _rosbags(msg, "visualization_msgs/msg/MarkerArray")
     assert cdr.divergence_markers_cdr(rec, open_categories, 1_700_000_000_123_456_789, "world") == expected
+
+
+def test_many_contact_records_give_each_record_bytes() -> None:
+    records = [_contact_record() for _ in range(12)]
+    for i, rec in enumerate(records):
+        rec.stamp_ns = 1_700_000_000_000_000_000 + i * 20_000_037
+        rec.sim_contact_phase, rec.real_contact_phase = i % 3, (i + 1) % 3
+    records[4].torque_residual_norm_nm = -math.inf
+    assert cdr.contact_residual_cdr_many(records, "tool0") == [cdr.contact_residual_cdr(r, "tool0") for r in records]
+
+
+def test_many_pose_records_give_each_record_bytes() -> None:
+    """Records with and without an object share one layout."""
+    records = [_pose_record(i % 3 == 0) for i in range(12)]
+    for i, rec in enumerate(records):
+        rec.stamp_ns = 1_700_000_000_000_000_000 + i * 40_000_011
+    records[5].ee_position_error_norm_m = math.nan
+    assert cdr.pose_divergence_cdr_many(records, "world") == [cdr.pose_divergence_cdr(r, "world") for r in records]
+
+
+def test_many_markers_give_each_message_bytes() -> None:
+    """Every category colour and labels of every length modulo 4 (the padding after the text)."""
+    categories = [[]] + [[c] for c in convert.CATEGORY_RGBA if c != "none"] + [["contact", "sensor"]]
+    records, opened, stamps = [], [], []
+    for i in range(16):
+        records.append(_pose_record(False))
+        records[-1].ee_position_error_norm_m = 0.0007 * 10 ** (i % 4)
+        opened.append(categories[i % len(categories)])
+        stamps.append(1_700_000_000_123_456_789 + i * 100_000_003)
+    assert len({len(cdr._markers_label(r, c)) % 4 for r, c in zip(records, opened)}) == 4
+    expected = [cdr.divergence_markers_cdr(r, c, t, "world") for r, c, t in zip(records, opened, stamps)]
+    assert cdr.divergence_markers_cdr_many(records, opened, stamps, "world") == expected
+    viz = convert.rosbags_namespace(STORE, "visualization_msgs")
+    assert expected[3] == _rosbags(convert.divergence_markers(viz, records[3], opened[3], stamps[3], "world"),
+                                   "visualization_msgs/msg/MarkerArray")

@@ -375,3 +375,27 @@ def test_joint_records_go_to_a_sink_when_set_and_equal_the_tick_output(latency, 
         assert np.array_equal(got.position_residual_rad, want.position_residual_rad, equal_nan=True)
         assert np.array_equal(got.effort_residual, want.effort_residual, equal_nan=True)
     assert summary_sunk["events"] == summary["events"]
+
+
+def test_delay_fits_of_a_batch_have_the_bits_of_each_window_alone() -> None:
+    """The plan fits windows in batches, the live path one at a time: same bits, including
+    windows without motion, frozen joints, negative zeros and a shorter window."""
+    import struct
+    from dataclasses import astuple
+
+    from sim_real_bridge.core.engine import _fits
+
+    rng = np.random.default_rng(11)
+    delays = np.arange(26) * 0.01
+    for n in (50, 41):
+        real = rng.normal(0, 0.3, (9, n, 7))
+        sim = real.transpose(1, 0, 2)[:, :, None] + rng.normal(0, 0.01, (n, 9, 26, 7))  # (n, F, D, J)
+        sim[:, :, :, 3] = -0.0  # a frozen joint
+        sim[:, 2] = 0.1  # a window without motion
+        real[5] = sim[:, 5, 0]  # a window in agreement
+        batch = _fits(real, np.ascontiguousarray(sim), delays, 0.005)
+        for f, (fit, counted) in enumerate(batch):
+            alone = _fits(real[f:f + 1], np.ascontiguousarray(sim[:, f:f + 1]), delays, 0.005)
+            assert [(struct.pack("<5d", *astuple(a)), c) for a, c in alone] == [
+                (struct.pack("<5d", *astuple(fit)), counted)]
+        assert not batch[2][1] and batch[5][0].explained == 1.0 and batch[0][1]

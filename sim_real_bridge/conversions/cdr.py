@@ -136,22 +136,32 @@ def time_message(stamp_ns: int) -> bytes:
 # Divergence records straight to CDR bytes (offline replay writes thousands per second
 # of recording; building rosbags message objects first cost more than the analysis).
 # Layouts follow msg/*.msg; test_cdr_writers holds them byte-equal to rosbags' serializer.
-_F64 = struct.Struct("<d")
-# Object poses of a record without object: all zero, as divergence_msgs leaves them in
-# rosbags' default-filled messages (rclpy's default orientation would have w = 1).
+# The ``*_many`` writers fill the records of one layout into a template with numpy.
 #: An absent object's pose: the origin, identity orientation (x, y, z, qx, qy, qz, qw), as the
 #: message defaults it (geometry_msgs/Quaternion w defaults to 1).
 _ZERO_POSE = (0.0,) * 6 + (1.0,)
+#: Fewest records worth a template (below, record by record is cheaper).
+_MIN_BATCH = 8
 
 
 class _Writer:
     """Little-endian XCDR1 body after the 4-byte encapsulation header; alignment is
-    relative to the body start."""
+    relative to the body start.
 
-    def __init__(self, marks: list[int] | None = None) -> None:
-        self.buf = bytearray(b"\x00\x01\x00\x00")
-        # When given: where each f64s/f64_seq block (-1: empty sequence) and u8 lands.
+    Args:
+        start: the message so far (encapsulation header included), to continue it.
+        marks: when given, where each named field lands (offsets in the whole message).
+    """
+
+    def __init__(self, start: bytes = b"\x00\x01\x00\x00", marks: dict[str, list[int]] | None = None) -> None:
+        self.buf = bytearray(start)
         self.marks = marks
+
+    def mark(self, name: str | None) -> None:
+        """Note where field ``name`` begins (callers test ``marks`` first: the live node
+        writes every record through here, without marks)."""
+        if name is not None:
+            self.marks.setdefault(name, []).append(len(self.buf))  # type: ignore[union-attr]
 
     def align(self, size: int) -> None:
         pad = -(len(self.buf) - _HEADER) % size
@@ -167,32 +177,41 @@ class _Writer:
         self.u32(len(data))
         self.buf += data
 
-    def header(self, stamp_ns: int, frame_id: str) -> None:
+    def header(self, stamp_ns: int, frame_id: str, mark: str | None = "stamp") -> None:
         sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
         self.align(4)
+        if self.marks is not None:
+            self.mark(mark)
         self.buf += _STAMP.pack(sec, nanosec)
         self.string(frame_id)
 
-    def f64s(self, values: Any) -> None:
+    def f64s(self, values: Any, mark: str | None = None) -> None:
         """Fixed-size float64 fields in a row."""
         self.align(8)
         if self.marks is not None:
-            self.marks.append(len(self.buf))
+            self.mark(mark)
         self.buf += np.asarray(values, dtype="<f8").tobytes()
 
-    def f64_seq(self, values: Any) -> None:
+    def f64_seq(self, values: Any, mark: str | None = None) -> None:
+        """A float64 sequence; ``mark`` is set only when it is not empty."""
         arr = np.asarray(values, dtype="<f8").ravel()
         self.u32(arr.size)
         if arr.size:
             self.align(8)
-        if self.marks is not None:
-            self.marks.append(len(self.buf) if arr.size else -1)
-        if arr.size:
+            if self.marks is not None:
+                self.mark(mark)
             self.buf += arr.tobytes()
 
-    def u8(self, value: int) -> None:
+    def f32s(self, values: Any, mark: str | None = None) -> None:
+        """Fixed-size float32 fields in a row."""
+        self.align(4)
         if self.marks is not None:
-            self.marks.append(len(self.buf))
+            self.mark(mark)
+        self.buf += struct.pack(f"<{len(values)}f", *values)
+
+    def u8(self, value: int, mark: str | None = None) -> None:
+        if self.marks is not None:
+            self.mark(mark)
         self.buf.append(int(value) & 0xFF)
 
 
@@ -201,22 +220,43 @@ def _pose_values(position_m: Any, orientation_wxyz: Any) -> list[float]:
     return [float(v) for v in position_m[:3]] + [x, y, z, w]
 
 
-def _fill(template: bytes, stamp_ns: np.ndarray, floats: Sequence[tuple[int, np.ndarray]],
-          octets: Sequence[tuple[int, np.ndarray]]) -> list[bytes]:
-    """Messages of one layout from a template: the stamp at body offset 0 and, per row,
-    float64 blocks and single bytes at given offsets (of the whole message)."""
-    n = stamp_ns.size
-    out = np.tile(np.frombuffer(template, dtype=np.uint8), (n, 1))
-    sec, nanosec = np.divmod(stamp_ns.astype(np.int64), 1_000_000_000)
-    stamps = np.empty((n, 2), dtype="<i4")
+def _stamp_bytes(stamp_ns: Sequence[int]) -> np.ndarray | None:
+    """builtin_interfaces/Time of each stamp as (n, 8) bytes; None when a second is beyond int32."""
+    sec, nanosec = np.divmod(np.asarray(stamp_ns, dtype=np.int64), 1_000_000_000)
+    if sec.size and (sec.min() < -(2**31) or sec.max() >= 2**31):
+        return None
+    stamps = np.empty((sec.size, 2), dtype="<i4")
     stamps[:, 0], stamps[:, 1] = sec, nanosec  # nanosec < 2**31: the uint32 bytes are the same
-    out[:, _HEADER:_HEADER + 8] = stamps.view(np.uint8)
-    for offset, values in floats:
-        block = np.ascontiguousarray(values, dtype="<f8").reshape(n, -1)
-        out[:, offset:offset + 8 * block.shape[1]] = block.view(np.uint8)
-    for offset, values in octets:
-        out[:, offset] = np.asarray(values).astype(np.uint8)
+    return stamps.view(np.uint8)
+
+
+def _f64_bytes(values: Any, n: int) -> np.ndarray:
+    """float64 rows of n records as (n, 8 * width) bytes."""
+    return np.ascontiguousarray(values, dtype="<f8").reshape(n, -1).view(np.uint8)
+
+
+def _fill(template: bytes, fields: Sequence[tuple[int, np.ndarray]]) -> list[bytes]:
+    """Messages of one layout: the template with, per message, each field's row of
+    bytes (n, size) written at its offset (in the whole message)."""
+    n = fields[0][1].shape[0]
+    out = np.tile(np.frombuffer(template, dtype=np.uint8), (n, 1))
+    for offset, block in fields:
+        out[:, offset:offset + block.shape[1]] = block
     return [row.tobytes() for row in out]
+
+
+def _stack(records: Sequence[Any], name: str, width: int) -> np.ndarray:
+    """The first ``width`` values of field ``name`` of every record, (n, width) float64."""
+    return np.array([getattr(r, name) for r in records], dtype=float)[:, :width]
+
+
+def _scalars(records: Sequence[Any], *names: str, dtype: Any = float) -> np.ndarray:
+    """Scalar fields ``names`` of every record, (n, len(names)).
+
+    A flat list per field, not a list per record: thousands of small lists would set off
+    the garbage collector's full passes over a large heap.
+    """
+    return np.column_stack([np.array([getattr(r, name) for r in records], dtype=dtype) for name in names])
 
 
 def joint_divergence_cdr_many(records: Sequence[Any], frame_id: str = "") -> list[bytes]:
@@ -228,107 +268,162 @@ def joint_divergence_cdr_many(records: Sequence[Any], frame_id: str = "") -> lis
         key = (tuple(rec.names), np.size(rec.position_residual_rad), np.size(rec.velocity_residual_rad_s),
                np.size(rec.effort_residual))
         groups.setdefault(key, []).append(i)
-    for (names, nq, nqd, neff), rows in groups.items():
-        stamps = np.array([int(records[i].stamp_ns) for i in rows], dtype=np.int64)
-        sec = stamps // 1_000_000_000
-        if len(rows) < 8 or sec.min() < -(2**31) or sec.max() >= 2**31:
+    for rows in groups.values():
+        picked = [records[i] for i in rows]
+        stamps = _stamp_bytes([r.stamp_ns for r in picked])
+        if len(rows) < _MIN_BATCH or stamps is None:
             for i in rows:
                 out[i] = joint_divergence_cdr(records[i], frame_id)
             continue
-        marks: list[int] = []
-        template = joint_divergence_cdr(records[rows[0]], frame_id, marks)
-        picked = [records[i] for i in rows]
-        floats = []
-        for offset, values in zip(marks[:3], (
-                [r.position_residual_rad for r in picked], [r.velocity_residual_rad_s for r in picked],
-                [r.effort_residual for r in picked]), strict=True):
-            if offset >= 0:
-                floats.append((offset, np.asarray(values, dtype=float).reshape(len(rows), -1)))
-        floats.append((marks[3], np.array([[r.clock_offset_s, r.clock_offset_std_s, r.latency_s, r.latency_std_s]
-                                           for r in picked], dtype=float)))
-        flags = np.array([bool(r.latency_compensated) for r in picked])
-        for i, data in zip(rows, _fill(template, stamps, floats, [(marks[4], flags)]), strict=True):
+        marks: dict[str, list[int]] = {}
+        template = joint_divergence_cdr(picked[0], frame_id, marks)
+        n = len(rows)
+        fields = [(marks["stamp"][0], stamps)]
+        for name in ("position_residual_rad", "velocity_residual_rad_s", "effort_residual"):
+            if name in marks:  # empty sequences have no values to fill
+                fields.append((marks[name][0], _f64_bytes([getattr(r, name) for r in picked], n)))
+        fields.append((marks["timing"][0], _f64_bytes(
+            _scalars(picked, "clock_offset_s", "clock_offset_std_s", "latency_s", "latency_std_s"), n)))
+        fields.append((marks["compensated"][0],
+                       np.array([bool(r.latency_compensated) for r in picked], dtype=np.uint8)[:, None]))
+        for i, data in zip(rows, _fill(template, fields), strict=True):
             out[i] = data
     return out  # type: ignore[return-value]
 
 
-def joint_divergence_cdr(record: Any, frame_id: str = "", marks: list[int] | None = None) -> bytes:
+def joint_divergence_cdr(record: Any, frame_id: str = "", marks: dict[str, list[int]] | None = None) -> bytes:
     """sim_real_bridge/msg/JointDivergence of a JointDivergenceRecord, as CDR bytes."""
-    out = _Writer(marks)
+    out = _Writer(marks=marks)
     out.header(record.stamp_ns, frame_id)
     out.u32(len(record.names))
     for name in record.names:
         out.string(str(name))
-    out.f64_seq(record.position_residual_rad)
-    out.f64_seq(record.velocity_residual_rad_s)
-    out.f64_seq(record.effort_residual)
-    out.f64s([record.clock_offset_s, record.clock_offset_std_s, record.latency_s, record.latency_std_s])
-    out.u8(bool(record.latency_compensated))
+    out.f64_seq(record.position_residual_rad, "position_residual_rad")
+    out.f64_seq(record.velocity_residual_rad_s, "velocity_residual_rad_s")
+    out.f64_seq(record.effort_residual, "effort_residual")
+    out.f64s([record.clock_offset_s, record.clock_offset_std_s, record.latency_s, record.latency_std_s], "timing")
+    out.u8(bool(record.latency_compensated), "compensated")
     return bytes(out.buf)
 
 
-def contact_residual_cdr(record: Any, frame_id: str = "") -> bytes:
+#: ContactResidual's vectors in message order (fields of a ContactRecord).
+_CONTACT_VECTORS = ("sim_force_n", "sim_torque_nm", "real_force_n", "real_torque_nm", "residual_force_n",
+                    "residual_torque_nm")
+
+
+def contact_residual_cdr_many(records: Sequence[Any], frame_id: str = "") -> list[bytes]:
+    """:func:`contact_residual_cdr` of many records at once (same bytes)."""
+    stamps = _stamp_bytes([r.stamp_ns for r in records])
+    if len(records) < _MIN_BATCH or stamps is None:
+        return [contact_residual_cdr(r, frame_id) for r in records]
+    marks: dict[str, list[int]] = {}
+    template = contact_residual_cdr(records[0], frame_id, marks)
+    n = len(records)
+    values = np.hstack([_stack(records, name, 3) for name in _CONTACT_VECTORS] + [
+        _scalars(records, "force_residual_norm_n", "torque_residual_norm_nm")])
+    phases = _scalars(records, "sim_contact_phase", "real_contact_phase", dtype=np.int64)
+    return _fill(template, [(marks["stamp"][0], stamps), (marks["values"][0], _f64_bytes(values, n)),
+                            (marks["phases"][0], (phases & 0xFF).astype(np.uint8))])
+
+
+def contact_residual_cdr(record: Any, frame_id: str = "", marks: dict[str, list[int]] | None = None) -> bytes:
     """sim_real_bridge/msg/ContactResidual of a ContactRecord, as CDR bytes."""
-    out = _Writer()
+    out = _Writer(marks=marks)
     out.header(record.stamp_ns, frame_id)
     values = np.concatenate([
         np.asarray(v, dtype=float)[:3] for v in (record.sim_force_n, record.sim_torque_nm, record.real_force_n,
                                                 record.real_torque_nm, record.residual_force_n,
                                                 record.residual_torque_nm)
     ] + [np.array([record.force_residual_norm_n, record.torque_residual_norm_nm], dtype=float)])
-    out.f64s(values)
-    out.u8(record.sim_contact_phase)
+    out.f64s(values, "values")
+    out.u8(record.sim_contact_phase, "phases")
     out.u8(record.real_contact_phase)
     return bytes(out.buf)
 
 
-def pose_divergence_cdr(record: Any, frame_id: str = "world") -> bytes:
+def _xyzw(wxyz: np.ndarray) -> np.ndarray:
+    return wxyz[:, [1, 2, 3, 0]]
+
+
+def pose_divergence_cdr_many(records: Sequence[Any], frame_id: str = "world") -> list[bytes]:
+    """:func:`pose_divergence_cdr` of many records at once (same bytes)."""
+    stamps = _stamp_bytes([r.stamp_ns for r in records])
+    if len(records) < _MIN_BATCH or stamps is None:
+        return [pose_divergence_cdr(r, frame_id) for r in records]
+    marks: dict[str, list[int]] = {}
+    template = pose_divergence_cdr(records[0], frame_id, marks)
+    n = len(records)
+    ee = np.hstack([
+        _stack(records, "sim_ee_position_m", 3), _xyzw(_stack(records, "sim_ee_orientation_wxyz", 4)),
+        _stack(records, "real_ee_position_m", 3), _xyzw(_stack(records, "real_ee_orientation_wxyz", 4)),
+        _stack(records, "ee_position_error_m", 3),
+        _scalars(records, "ee_position_error_norm_m", "ee_orientation_error_rad")])
+    has_object = np.array([bool(r.has_object) for r in records])
+    objects = np.empty((n, 16))
+    objects[:] = list(_ZERO_POSE) * 2 + [math.nan, math.nan]
+    if has_object.any():
+        picked = [r for r, has in zip(records, has_object.tolist(), strict=True) if has]
+        objects[has_object] = np.hstack([
+            _stack(picked, "sim_object_position_m", 3), _xyzw(_stack(picked, "sim_object_orientation_wxyz", 4)),
+            _stack(picked, "real_object_position_m", 3), _xyzw(_stack(picked, "real_object_orientation_wxyz", 4)),
+            _scalars(picked, "object_position_error_norm_m", "object_orientation_error_rad")])
+    return _fill(template, [(marks["stamp"][0], stamps), (marks["ee"][0], _f64_bytes(ee, n)),
+                            (marks["has_object"][0], has_object.astype(np.uint8)[:, None]),
+                            (marks["objects"][0], _f64_bytes(objects, n))])
+
+
+def pose_divergence_cdr(record: Any, frame_id: str = "world", marks: dict[str, list[int]] | None = None) -> bytes:
     """sim_real_bridge/msg/PoseDivergence of a PoseDivergenceRecord, as CDR bytes."""
-    out = _Writer()
+    out = _Writer(marks=marks)
     out.header(record.stamp_ns, frame_id)
     out.f64s(_pose_values(record.sim_ee_position_m, record.sim_ee_orientation_wxyz)
              + _pose_values(record.real_ee_position_m, record.real_ee_orientation_wxyz)
              + [float(v) for v in record.ee_position_error_m[:3]]
-             + [float(record.ee_position_error_norm_m), float(record.ee_orientation_error_rad)])
-    out.u8(bool(record.has_object))
+             + [float(record.ee_position_error_norm_m), float(record.ee_orientation_error_rad)], "ee")
+    out.u8(bool(record.has_object), "has_object")
     if record.has_object:
         objects = (_pose_values(record.sim_object_position_m, record.sim_object_orientation_wxyz)
                    + _pose_values(record.real_object_position_m, record.real_object_orientation_wxyz)
                    + [float(record.object_position_error_norm_m), float(record.object_orientation_error_rad)])
     else:
         objects = list(_ZERO_POSE) * 2 + [math.nan, math.nan]
-    out.f64s(objects)
+    out.f64s(objects, "objects")
     return bytes(out.buf)
 
 
 # visualization_msgs/Marker constants (as divergence_msgs.divergence_markers uses them).
 _ARROW, _SPHERE, _TEXT_VIEW_FACING, _ADD = 0, 2, 9, 0
-_F32x4 = struct.Struct("<4f")
+_LABEL_OFFSET_M = np.array([0.0, 0.0, 0.12])  # the label floats above the real end effector
 
 
 def _marker(out: _Writer, stamp_ns: int, frame_id: str, ns: str, marker_id: int, kind: int,
             position: Any, scale: tuple[float, float, float], rgba: tuple[float, float, float, float],
-            points: tuple[Any, ...] = (), text: str = "") -> None:
-    """One visualization_msgs/Marker as divergence_markers fills it (every other field at its default)."""
+            points: tuple[Any, ...] = ()) -> None:
+    """One visualization_msgs/Marker as divergence_markers fills it (every other field at
+    its default), up to its text: :func:`_marker_text` ends it. Marks ``{ns}.position``,
+    ``{ns}.colour`` and ``{ns}.points``."""
     out.header(stamp_ns, frame_id)
     out.string(ns)
     out.align(4)
     out.buf += struct.pack("<3i", marker_id, kind, _ADD)
-    out.f64s([float(v) for v in position[:3]] + [0.0, 0.0, 0.0, 1.0])  # pose: position, orientation xyzw
+    out.f64s([float(v) for v in position[:3]] + [0.0, 0.0, 0.0, 1.0], f"{ns}.position")  # orientation xyzw
     out.f64s(list(scale))
-    out.align(4)
-    out.buf += _F32x4.pack(*rgba)
+    out.f32s(rgba, f"{ns}.colour")
     out.buf += _STAMP.pack(0, 0)  # lifetime
     out.u8(0)  # frame_locked
     out.u32(len(points))
     if points:
-        out.f64s([float(v) for p in points for v in p[:3]])
+        out.f64s([float(v) for p in points for v in p[:3]], f"{ns}.points")
     out.u32(0)  # colors
     out.string("")  # texture_resource
-    out.header(0, "")  # texture: CompressedImage header, format, data
+    out.header(0, "", mark=None)  # texture: CompressedImage header, format, data
     out.string("")
     out.u32(0)
     out.u32(0)  # uv_coordinates
+
+
+def _marker_text(out: _Writer, text: str) -> None:
+    """The rest of a marker begun by :func:`_marker`: its text and the defaults after it."""
     out.string(text)
     out.string("")  # mesh_resource
     out.string("")  # mesh_file: filename, data
@@ -336,23 +431,68 @@ def _marker(out: _Writer, stamp_ns: int, frame_id: str, ns: str, marker_id: int,
     out.u8(0)  # mesh_use_embedded_materials
 
 
+def _markers_head(out: _Writer, stamp_ns: int, frame_id: str, sim_p: np.ndarray, real_p: np.ndarray,
+                  colour: tuple[float, float, float, float]) -> None:
+    """The MarkerArray of :func:`divergence_markers_cdr` up to the label's text."""
+    out.u32(4)
+    _marker(out, stamp_ns, frame_id, "sim_ee", 0, _SPHERE, sim_p, (0.04, 0.04, 0.04), (0.2, 0.4, 1.0, 0.8))
+    _marker_text(out, "")
+    _marker(out, stamp_ns, frame_id, "real_ee", 1, _SPHERE, real_p, (0.04, 0.04, 0.04), (1.0, 0.3, 0.2, 0.8))
+    _marker_text(out, "")
+    _marker(out, stamp_ns, frame_id, "ee_error", 2, _ARROW, (0.0, 0.0, 0.0), (0.005, 0.012, 0.012), colour,
+            points=(sim_p, real_p))
+    _marker_text(out, "")
+    _marker(out, stamp_ns, frame_id, "label", 3, _TEXT_VIEW_FACING, real_p + _LABEL_OFFSET_M, (0.0, 0.0, 0.05),
+            colour)
+
+
+def _markers_label(record: Any, open_categories: Sequence[str]) -> str:
+    label = ", ".join(open_categories) if open_categories else "in agreement"
+    return f"{label}  |  ee error {1000 * float(record.ee_position_error_norm_m):.1f} mm"
+
+
+def _markers_colour(open_categories: Sequence[str]) -> tuple[float, float, float, float]:
+    from sim_real_bridge.conversions.divergence_msgs import CATEGORY_RGBA
+
+    return CATEGORY_RGBA[open_categories[0] if open_categories else "none"]
+
+
 def divergence_markers_cdr(record: Any, open_categories: Sequence[str], stamp_ns: int,
                            frame_id: str = "world") -> bytes:
     """visualization_msgs/MarkerArray of :func:`~sim_real_bridge.conversions.divergence_msgs.divergence_markers`
     (sim and real end effector, the error arrow, the label), as CDR bytes."""
-    from sim_real_bridge.conversions.divergence_msgs import CATEGORY_RGBA
-
-    colour = CATEGORY_RGBA[open_categories[0] if open_categories else "none"]
-    sim_p = np.asarray(record.sim_ee_position_m, dtype=float)
-    real_p = np.asarray(record.real_ee_position_m, dtype=float)
     out = _Writer()
-    out.u32(4)
-    _marker(out, stamp_ns, frame_id, "sim_ee", 0, _SPHERE, sim_p, (0.04, 0.04, 0.04), (0.2, 0.4, 1.0, 0.8))
-    _marker(out, stamp_ns, frame_id, "real_ee", 1, _SPHERE, real_p, (0.04, 0.04, 0.04), (1.0, 0.3, 0.2, 0.8))
-    _marker(out, stamp_ns, frame_id, "ee_error", 2, _ARROW, (0.0, 0.0, 0.0), (0.005, 0.012, 0.012), colour,
-            points=(sim_p, real_p))
-    label = ", ".join(open_categories) if open_categories else "in agreement"
-    _marker(out, stamp_ns, frame_id, "label", 3, _TEXT_VIEW_FACING, real_p + np.array([0.0, 0.0, 0.12]),
-            (0.0, 0.0, 0.05), colour,
-            text=f"{label}  |  ee error {1000 * float(record.ee_position_error_norm_m):.1f} mm")
+    _markers_head(out, stamp_ns, frame_id, np.asarray(record.sim_ee_position_m, dtype=float),
+                  np.asarray(record.real_ee_position_m, dtype=float), _markers_colour(open_categories))
+    _marker_text(out, _markers_label(record, open_categories))
     return bytes(out.buf)
+
+
+def divergence_markers_cdr_many(records: Sequence[Any], open_categories: Sequence[Sequence[str]],
+                                stamps_ns: Sequence[int], frame_id: str = "world") -> list[bytes]:
+    """:func:`divergence_markers_cdr` of many (record, open categories, stamp) at once
+    (same bytes): everything before the label's text from one template."""
+    stamps = _stamp_bytes(stamps_ns)
+    if len(records) < _MIN_BATCH or stamps is None:
+        return [divergence_markers_cdr(r, c, t, frame_id)
+                for r, c, t in zip(records, open_categories, stamps_ns, strict=True)]
+    n = len(records)
+    sim_p, real_p = _stack(records, "sim_ee_position_m", 3), _stack(records, "real_ee_position_m", 3)
+    colours = [_markers_colour(c) for c in open_categories]
+    marks: dict[str, list[int]] = {}
+    head = _Writer(marks=marks)
+    _markers_head(head, stamps_ns[0], frame_id, sim_p[0], real_p[0], colours[0])
+    colour_bytes = np.array(colours, dtype="<f4").view(np.uint8)
+    fields = [(offset, stamps) for offset in marks["stamp"]] + [
+        (marks["sim_ee.position"][0], _f64_bytes(sim_p, n)),
+        (marks["real_ee.position"][0], _f64_bytes(real_p, n)),
+        (marks["ee_error.points"][0], _f64_bytes(np.hstack([sim_p, real_p]), n)),
+        (marks["ee_error.colour"][0], colour_bytes),
+        (marks["label.position"][0], _f64_bytes(real_p + _LABEL_OFFSET_M, n)),
+        (marks["label.colour"][0], colour_bytes)]
+    out = []
+    for data, record, categories in zip(_fill(bytes(head.buf), fields), records, open_categories, strict=True):
+        message = _Writer(data)
+        _marker_text(message, _markers_label(record, categories))
+        out.append(bytes(message.buf))
+    return out

@@ -807,6 +807,18 @@ class _Pure:
                  "torque_norm", "stalling", "slow_real", "ee_both", "obj_both", "energy")
 
 
+def _grid_rows(g: _GridCache, times_ns: np.ndarray, window: bool = False,
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of grid cache g at times on its grid: (row, rows needed visible, first row
+    needed). Times the cache cannot answer get row 0 and a need no stream reaches."""
+    k, r = np.divmod(times_ns - g.t0_ns, g.step_ns)
+    usable = (r == 0) & (k >= 0) & (k < g.need.size)
+    kk = np.where(usable, k, 0)
+    big = np.iinfo(np.int64).max
+    need, first = (g.w_need, g.w_first) if window else (g.need, g.first)
+    return kk, np.where(usable, need[kk], big), first[kk]
+
+
 def _grid_query(series: _Series, times_ns: np.ndarray, window: bool = False,
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """``sample`` (or, with ``window``, ``window_mean``) of a planned series at times on
@@ -815,15 +827,8 @@ def _grid_query(series: _Series, times_ns: np.ndarray, window: bool = False,
     g = series._grid
     if g is None or (window and g.w_values is None):
         return None
-    k, r = np.divmod(times_ns - g.t0_ns, g.step_ns)
-    usable = (r == 0) & (k >= 0) & (k < g.need.size)
-    kk = np.where(usable, k, 0)
-    big = np.iinfo(np.int64).max
-    if window:
-        values, need, first = g.w_values[kk], g.w_need[kk], g.w_first[kk]
-    else:
-        values, need, first = g.values[kk], g.need[kk], g.first[kk]
-    return values, np.where(usable, need, big), first
+    kk, need, first = _grid_rows(g, times_ns, window)
+    return (g.w_values if window else g.values)[kk], need, first
 
 
 #: Grid times a plan holds at once (blocks are built as the analysis reaches them).
@@ -1052,6 +1057,10 @@ def _plan_block(engine: "DivergenceEngine", times: np.ndarray,
     return checks_list, c, list({id(s): s for s in empty}.values())
 
 
+#: Windows fitted together in the plan: their arrays stay in the CPU cache through ``_fits``.
+FIT_WINDOWS = 8
+
+
 def _plan_fits(engine: "DivergenceEngine", times: np.ndarray, ticks: list[int],
                ) -> dict[int, tuple[tuple[Any, bool], list[tuple[_Series, int, int]]]]:
     """The delay fits at grid times ``times`` (grid indices ``ticks``), batched: per index
@@ -1061,27 +1070,34 @@ def _plan_fits(engine: "DivergenceEngine", times: np.ndarray, ticks: list[int],
     j = len(engine.joint_names or ())
     big = np.iinfo(np.int64).max
     sides = [engine._joints["real"], engine._joints["sim"]]
+    grids = [s._grid for s in sides]
+    if grids[0] is None or grids[1] is None:
+        return {}
+    # The joint positions alone, contiguous: windows are gathered from these rows.
+    positions = [np.ascontiguousarray(g.values[:, :j]) for g in grids]
+    finite = [np.isfinite(v).all(axis=1) for v in positions]
     out: dict[int, tuple[tuple[Any, bool], list[tuple[_Series, int, int]]]] = {}
     chunk = 64
     for a in range(0, len(ticks), chunk):
         ks = ticks[a:a + chunk]
         real_t, sim_t, delays = engine._fit_query(times[a:a + chunk])
-        got = [_grid_query(sides[0], real_t.ravel()), _grid_query(sides[1], sim_t.ravel())]
-        if got[0] is None or got[1] is None:
-            return out
         f, n, d = len(ks), real_t.shape[1], delays.size
-        real = got[0][0][:, :j].reshape(f, n, j)
-        sim = got[1][0][:, :j].reshape(f, d, n, j)
-        need = [got[0][1].reshape(f, -1).max(axis=1), got[1][1].reshape(f, -1).max(axis=1)]
-        first = [got[0][2].reshape(f, -1).min(axis=1), got[1][2].reshape(f, -1).min(axis=1)]
-        whole = np.isfinite(real).all(axis=(1, 2)) & np.isfinite(sim).all(axis=(1, 2, 3)) & (need[0] < big) & (
-            need[1] < big)
-        if not whole.any():
-            continue
-        results = _fits(real[whole], sim[whole], delays, cfg.fit_min_motion_rad)
-        for i, result in zip(np.flatnonzero(whole).tolist(), results, strict=True):
-            checks = [(sides[s], int(need[s][i]), int(first[s][i])) for s in (0, 1)]
-            out[ks[i]] = (result, checks)
+        rows, need, first = [], [], []
+        whole = np.ones(f, dtype=bool)
+        for g, ok, at in zip(grids, finite, (real_t, sim_t), strict=True):
+            kk, row_need, row_first = (x.reshape(f, -1) for x in _grid_rows(g, at.ravel()))
+            rows.append(kk)
+            need.append(row_need.max(axis=1))
+            first.append(row_first.min(axis=1))
+            whole &= np.take(ok, kk).all(axis=1) & (need[-1] < big)
+        picked = np.flatnonzero(whole).tolist()
+        for b in range(0, len(picked), FIT_WINDOWS):
+            sub = picked[b:b + FIT_WINDOWS]
+            real = np.take(positions[0], rows[0][sub], axis=0)  # (windows, n, j)
+            sim = np.take(positions[1], rows[1][sub].reshape(-1, d, n).transpose(2, 0, 1), axis=0)  # (n, windows, d, j)
+            for i, result in zip(sub, _fits(real, sim, delays, cfg.fit_min_motion_rad), strict=True):
+                checks = [(sides[s], int(need[s][i]), int(first[s][i])) for s in (0, 1)]
+                out[ks[i]] = (result, checks)
     return out
 
 
@@ -1252,22 +1268,24 @@ ONSET_MAX_REST_RAD_S = 0.05  # faster than this at the start, the arm was not at
 
 def _fits(real: np.ndarray, sim: np.ndarray, delays: np.ndarray,
           min_motion_rad: float) -> list[tuple[DelayFit | None, bool]]:
-    """Delay/gain/offset fits of F windows at once: real (F, n, J), sim (F, D, n, J) at the
+    """Delay/gain/offset fits of F windows at once: real (F, n, J), sim (n, F, D, J) at the
     D delays; per window (fit, whether its delay counts toward the latency estimate).
 
-    Reductions run along the same axes whatever F is, so one window alone gives the
-    bits it gets in a batch.
+    Sums over a window's samples run sample after sample whatever F is, so one window
+    alone gives the bits it gets in a batch; sim is sample-major so that each step of
+    them is one long contiguous row (F * D * J values), not F * D rows of J.
     """
     out: list[tuple[DelayFit | None, bool]] = []
-    motion = np.max(np.std(sim[:, 0], axis=1), axis=1)  # (F,)
-    r0 = real - sim[:, 0]
-    r = real[:, None] - sim  # (F, D, n, J)
-    xc = sim - sim.mean(axis=2, keepdims=True)
-    rc = r - r.mean(axis=2, keepdims=True)
-    sxx = np.sum(xc ** 2, axis=2)  # (F, D, J)
-    sxr = np.sum(xc * rc, axis=2)
+    sim0 = sim[:, :, 0]  # (n, F, J)
+    motion = np.max(np.std(sim0, axis=0), axis=1)  # (F,)
+    r0 = real - sim0.transpose(1, 0, 2)  # (F, n, J)
+    r = real.transpose(1, 0, 2)[:, :, None] - sim  # (n, F, D, J)
+    xc = sim - sim.mean(axis=0)
+    rc = r - r.mean(axis=0)
+    sxx = np.sum(xc ** 2, axis=0)  # (F, D, J)
+    sxr = np.sum(xc * rc, axis=0)
     slope = np.where(sxx > 1e-12, sxr / np.maximum(sxx, 1e-12), 0.0)
-    sse = np.sum(rc ** 2, axis=2) - slope * sxr
+    sse = np.sum(rc ** 2, axis=0) - slope * sxr
     total = np.sum(sse, axis=2)  # (F, D)
     worst = np.argmax(np.sum(r0 ** 2, axis=1), axis=1)  # (F,)
     for f in range(real.shape[0]):
@@ -2215,7 +2233,8 @@ class DivergenceEngine:
             if ok.sum() < FIT_MIN_COVERAGE * n:
                 return None, False
             real, sim = real[ok], sim[:, ok]
-        return _fits(real[None], sim[None], delays, self.config.fit_min_motion_rad)[0]
+        sim = np.ascontiguousarray(sim.transpose(1, 0, 2))[:, None]  # (n, 1, D, J)
+        return _fits(real[None], sim, delays, self.config.fit_min_motion_rad)[0]
 
     def _latency(self) -> tuple[float, float]:
         if not self._fit_delays_n:

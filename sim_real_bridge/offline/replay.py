@@ -386,48 +386,74 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
     srb = convert.rosbags_namespace(store)
     key_value = convert.rosbags_namespace(store, "diagnostic_msgs").KeyValue
     ser = store.serialize_cdr
+    summary_type, events_type = DIVERGENCE_TOPICS["/divergence/summary"], DIVERGENCE_TOPICS["/divergence/events"]
     open_categories: dict[str, str] = {}
     markers_ns = int(markers_period_s * 1e9) if markers_period_s else None
     next_marker: int | None = None
     latest_pose = None
+    # What goes out, in order: topics and log times (two flat lists: a tuple per message
+    # would set off the garbage collector's full passes); the high-rate records of a topic
+    # share one layout and are encoded together afterwards (same bytes as record by record).
+    topics: list[str] = []
+    log_times: list[int] = []
+    payloads: dict[str, list[bytes]] = {"/divergence/summary": [], "/divergence/events": []}
+    joints: list[Any] = []
+    poses: list[Any] = []
+    contacts: list[Any] = []
+    markers: tuple[list[Any], list[list[str]], list[int]] = ([], [], [])
+    summaries = list(outcome.summaries)
+    s_index = 0
+    for now, out in outcome.ticks:
+        while s_index < len(summaries) and summaries[s_index].stamp_ns <= now:
+            rec = summaries[s_index]
+            topics.append("/divergence/summary")
+            log_times.append(rec.stamp_ns)
+            payloads["/divergence/summary"].append(ser(convert.divergence_summary_msg(srb, key_value, rec),
+                                                       summary_type))
+            s_index += 1
+        topics.extend(["/divergence/joints"] * len(out.joints))
+        log_times.extend([now] * len(out.joints))
+        joints.extend(out.joints)
+        topics.extend(["/divergence/pose"] * len(out.poses))
+        log_times.extend([now] * len(out.poses))
+        poses.extend(out.poses)
+        if out.poses:
+            latest_pose = out.poses[-1]
+        topics.extend(["/divergence/contact"] * len(out.contacts))
+        log_times.extend([now] * len(out.contacts))
+        contacts.extend(out.contacts)
+        for rec in out.events:
+            if rec.action == ACTION_OPEN:
+                open_categories[rec.id] = rec.category
+            elif rec.action == ACTION_CLOSE:
+                open_categories.pop(rec.id, None)
+            topics.append("/divergence/events")
+            log_times.append(now)
+            payloads["/divergence/events"].append(ser(convert.gap_event_msg(srb, key_value, rec, now), events_type))
+        if markers_ns is not None and latest_pose is not None and (next_marker is None or now >= next_marker):
+            next_marker = now + markers_ns
+            topics.append("/divergence/markers")
+            log_times.append(now)
+            markers[0].append(latest_pose)
+            markers[1].append(sorted(set(open_categories.values())))
+            markers[2].append(now)
+    for rec in summaries[s_index:]:
+        topics.append("/divergence/summary")
+        log_times.append(rec.stamp_ns)
+        payloads["/divergence/summary"].append(ser(convert.divergence_summary_msg(srb, key_value, rec), summary_type))
+    payloads["/divergence/joints"] = cdr.joint_divergence_cdr_many(joints)
+    payloads["/divergence/pose"] = cdr.pose_divergence_cdr_many(poses, pose_frame_id)
+    payloads["/divergence/contact"] = cdr.contact_residual_cdr_many(contacts)
+    payloads["/divergence/markers"] = cdr.divergence_markers_cdr_many(*markers, pose_frame_id)
     path = Path(path)
     if path.exists():
         path.unlink()
+    pending = {topic: iter(data) for topic, data in payloads.items()}
     with BagWriter(path, store) as bag:
         for topic, msgtype in DIVERGENCE_TOPICS.items():
             bag.add_topic(topic, msgtype)
-        summaries = list(outcome.summaries)
-        s_index = 0
-        # The joint records, one per analysis time, share one layout: encoded together.
-        joint_bytes = iter(cdr.joint_divergence_cdr_many([rec for _, out in outcome.ticks for rec in out.joints]))
-        for now, out in outcome.ticks:
-            while s_index < len(summaries) and summaries[s_index].stamp_ns <= now:
-                rec = summaries[s_index]
-                msg = convert.divergence_summary_msg(srb, key_value, rec)
-                bag.write("/divergence/summary", rec.stamp_ns, ser(msg, DIVERGENCE_TOPICS["/divergence/summary"]))
-                s_index += 1
-            # The high-rate records go straight to CDR (same bytes as the message path).
-            for _ in out.joints:
-                bag.write("/divergence/joints", now, next(joint_bytes))
-            for rec in out.poses:
-                latest_pose = rec
-                bag.write("/divergence/pose", now, cdr.pose_divergence_cdr(rec, pose_frame_id))
-            for rec in out.contacts:
-                bag.write("/divergence/contact", now, cdr.contact_residual_cdr(rec))
-            for rec in out.events:
-                if rec.action == ACTION_OPEN:
-                    open_categories[rec.id] = rec.category
-                elif rec.action == ACTION_CLOSE:
-                    open_categories.pop(rec.id, None)
-                bag.write("/divergence/events", now,
-                          ser(convert.gap_event_msg(srb, key_value, rec, now), DIVERGENCE_TOPICS["/divergence/events"]))
-            if markers_ns is not None and latest_pose is not None and (next_marker is None or now >= next_marker):
-                next_marker = now + markers_ns
-                bag.write("/divergence/markers", now, cdr.divergence_markers_cdr(
-                    latest_pose, sorted(set(open_categories.values())), now, pose_frame_id))
-        for rec in summaries[s_index:]:
-            msg = convert.divergence_summary_msg(srb, key_value, rec)
-            bag.write("/divergence/summary", rec.stamp_ns, ser(msg, DIVERGENCE_TOPICS["/divergence/summary"]))
+        for topic, log_time in zip(topics, log_times, strict=True):
+            bag.write(topic, log_time, next(pending[topic]))
     return path
 
 
