@@ -140,6 +140,23 @@ def test_rollup_has_predictivity_from_labels(bags: dict[str, Path], tmp_path: Pa
     assert "predictivity" in (tmp_path / "out" / "report.html").read_text().lower()
 
 
+def test_replay_collects_the_young_generation_in_batches_and_restores_the_threshold(
+        bags: dict[str, Path], tmp_path: Path) -> None:
+    import gc
+
+    from sim_real_bridge.offline.replay import REPLAY_GC_THRESHOLD0
+
+    before = gc.get_threshold()
+    seen: list[tuple[int, int, int]] = []
+    result = replay_run(RunSpec("mcap", (str(bags["mcap"]),)), ReplayConfig(), tmp_path / "out",
+                        on_progress=lambda _: seen.append(gc.get_threshold()))
+    assert result.ok and seen
+    assert all(t == (max(before[0], REPLAY_GC_THRESHOLD0), *before[1:]) for t in seen)
+    assert gc.get_threshold() == before
+    failed = replay_run(RunSpec("missing", (str(tmp_path / "no_such_bag"),)), ReplayConfig(), tmp_path / "out2")
+    assert not failed.ok and gc.get_threshold() == before
+
+
 # ------------------------------------------------------------------ errors
 def _error_of(bag: Path, tmp_path: Path, config: ReplayConfig | None = None) -> str:
     result = replay_run(RunSpec(bag.name, (str(bag),)), config or ReplayConfig(), tmp_path / "out")

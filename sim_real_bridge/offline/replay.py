@@ -35,13 +35,15 @@ pool (``--workers``) or under a distributed engine.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -515,14 +517,42 @@ def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: 
     )
 
 
+#: Allocations between young-generation collections during a replay (CPython's default: 700).
+REPLAY_GC_THRESHOLD0 = 10_000
+
+
+@contextmanager
+def _batch_collection() -> Iterator[None]:
+    """Collect the young generation less often while a replay runs, then restore.
+
+    A replay allocates hundreds of thousands of objects that all live to its end (records,
+    histories); at the default threshold the collector traverses them again and again
+    (about 70 collections, one of them full: 10-15% of the job's CPU on the bench bag).
+    Cycles are still collected, only in larger batches.
+    """
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], REPLAY_GC_THRESHOLD0), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 def replay_run(run: RunSpec, config: ReplayConfig, out_dir: Path | str,
                on_progress: Callable[[float], None] | None = None) -> RunResult:
     """One run's whole job: read its bags, replay, write summary.json, divergence.mcap, report.html.
 
-    A pure function of (bags, config, out_dir): no global state, no clock in the
-    results (the CPU time it took is reported beside them). Never raises for a bad
-    bag: the result carries the error message, which names the bag and topic.
+    A pure function of (bags, config, out_dir): no global state (the collector's
+    threshold is raised while it runs and restored), no clock in the results (the CPU
+    time it took is reported beside them). Never raises for a bad bag: the result
+    carries the error message, which names the bag and topic.
     """
+    with _batch_collection():
+        return _replay_run(run, config, out_dir, on_progress)
+
+
+def _replay_run(run: RunSpec, config: ReplayConfig, out_dir: Path | str,
+                on_progress: Callable[[float], None] | None = None) -> RunResult:
     from sim_real_bridge.core.summary import build_summary
     from sim_real_bridge.offline.bag_io import open_bags
     from sim_real_bridge.offline.replay_engine import replay_columns
