@@ -522,7 +522,7 @@ REPLAY_GC_THRESHOLD0 = 10_000
 
 
 @contextmanager
-def _batch_collection() -> Iterator[None]:
+def batch_collection() -> Iterator[None]:
     """Collect the young generation less often while a replay runs, then restore.
 
     A replay allocates hundreds of thousands of objects that all live to its end (records,
@@ -547,7 +547,7 @@ def replay_run(run: RunSpec, config: ReplayConfig, out_dir: Path | str,
     time it took is reported beside them). Never raises for a bad bag: the result
     carries the error message, which names the bag and topic.
     """
-    with _batch_collection():
+    with batch_collection():
         return _replay_run(run, config, out_dir, on_progress)
 
 
