@@ -1259,6 +1259,8 @@ def _quat_angle(q1: np.ndarray, q2: np.ndarray) -> float:
 
 
 _IDENTITY = object()  # marks a joint name order equal to the engine's
+_NAN3 = np.full(3, np.nan)  # an unknown 3-vector (read only)
+_NAN3.flags.writeable = False
 ONSET_SPEED_RAD_S = 0.003  # joint speed that counts as the arm leaving rest
 ONSET_QUIET_S = 0.2  # rest needed before a motion onset counts as the run start
 TRIM_EVERY_NS = 200_000_000  # how often the stream histories are trimmed to buffer_s
@@ -1824,6 +1826,8 @@ class DivergenceEngine:
         if prev is None:
             return value
         finite = np.isfinite(value)
+        if finite.all():  # the common case: the masked form below gives the same values
+            return (1 - alpha) * prev + alpha * value
         # Non-finite entries keep prev, so zeroing them (not nan_to_num) changes no result.
         return np.where(finite, (1 - alpha) * prev + alpha * np.where(finite, value, 0.0), prev)
 
@@ -2014,12 +2018,11 @@ class DivergenceEngine:
         if joints_valid:
             self._res_sq = self._smooth(self._res_sq, p.q_sq, dt_s)
             self._eff_sq = self._smooth(self._eff_sq, p.eff_sq, dt_s)
-        joint_residual = float(np.sqrt(np.max(self._res_sq))) if self._res_sq is not None else 0.0
-        effort_residual = float(np.sqrt(np.max(self._eff_sq))) if self._eff_sq is not None else 0.0
+        joint_residual = math.sqrt(self._res_sq.max()) if self._res_sq is not None else 0.0
+        effort_residual = math.sqrt(self._eff_sq.max()) if self._eff_sq is not None else 0.0
 
         # F/T bias: learn while both sides are free and the joints agree
-        force_res_vec = np.full(3, np.nan)
-        torque_res_vec = np.full(3, np.nan)
+        torque_res_vec = _NAN3
         if wrench_valid:
             quiet = (not self._contact["sim"] and not sim_contact_recent and joints_valid
                      and joint_residual < cfg.bias_quiet_residual_rad
@@ -2034,7 +2037,7 @@ class DivergenceEngine:
             self._torque_res = (1 - alpha) * self._torque_res + alpha * torque_res_vec
             self._ext_force = self._force_res.copy()
         else:
-            self._bias.update(t, np.full(3, np.nan), False)
+            self._bias.update(t, _NAN3, False)
 
         # stalled joints
         stalled: tuple[str, ...] = ()
@@ -2043,7 +2046,7 @@ class DivergenceEngine:
             latched = (self._stall_s >= cfg.attribution.stall_min_s) & p.slow_real
             self._stall_s = np.where(p.stalling | latched, self._stall_s + dt_s, 0.0)
             names = self.joint_names or ()
-            stalled = tuple(names[i] for i in range(j) if self._stall_s[i] > 0)
+            stalled = tuple(names[i] for i in np.flatnonzero(self._stall_s > 0).tolist())
         stall_s = float(np.max(self._stall_s)) if self._stall_s is not None and stalled else 0.0
 
         # delay/gain/offset fit
