@@ -287,8 +287,11 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
         loaded = (f.joints_valid and f.effort_residual >= cfg.effort_residual_nm
                   and stiffness >= cfg.external_stiffness_nm_per_rad)
         free = not f.sim_contact_recent
-        ev_common = {"external_force_n": f"{ext_n:.2f}", "effort_residual": f"{f.effort_residual:.2f}",
-                     "joint_residual_rad": f"{f.joint_residual_rad:.4f}", "ee_error_m": f"{f.ee_error_m:.4f}"}
+
+        def ev_common() -> dict[str, str]:
+            # Formatted only for a category that fires (most ticks none does).
+            return {"external_force_n": f"{ext_n:.2f}", "effort_residual": f"{f.effort_residual:.2f}",
+                    "joint_residual_rad": f"{f.joint_residual_rad:.4f}", "ee_error_m": f"{f.ee_error_m:.4f}"}
 
         # unmodelled obstacle: the tool is pushed off its path by a force the sim lacks
         vertical = ext_n > 0 and abs(ext[2]) / ext_n >= cfg.payload_vertical_cos
@@ -300,7 +303,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             cos = 0.0
             if speed_sim > 1e-6 and ext_n > 1e-9:
                 cos = float(np.dot(ext, -np.asarray(f.sim_tip_velocity_m_s)) / (ext_n * speed_sim))
-            evidence["unauthored"] = {**ev_common, "force_vs_motion_cos": f"{cos:.2f}"}
+            evidence["unauthored"] = {**ev_common(), "force_vs_motion_cos": f"{cos:.2f}"}
         elif f.wrench_valid and not felt and f.joints_valid and ext_n >= (
                 cfg.ft_unfelt_force_n if free else cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n):
             # the wrist sensor reports a force the joints do not feel: sensor bias
@@ -308,7 +311,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             if s > scores["sensor"]:
                 scores["sensor"] = s
                 kinds["sensor"] = "ft_bias_drift"
-                evidence["sensor"] = dict(ev_common)
+                evidence["sensor"] = ev_common()
         elif f.wrench_valid and not free:
             # 2. contact: modelled contact, force residual beyond what the model predicts
             thr = cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n
@@ -333,13 +336,13 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             if f.wrench_valid and ext_n >= cfg.ft_unfelt_force_n and vertical:
                 scores["dynamics"] = _ramp(ext_n, cfg.ft_unfelt_force_n)
                 kinds["dynamics"] = "payload"
-                evidence["dynamics"] = dict(ev_common)
+                evidence["dynamics"] = ev_common()
             else:
                 # 3. an agent pushes or holds the arm: a stiff external load the sim lacks
                 scores["human"] = _ramp(f.effort_residual, cfg.effort_residual_nm)
                 blocked = speed_sim > 0.05 and speed_real < cfg.blocked_speed_ratio * speed_sim
                 kinds["human"] = "hold" if blocked else "push"
-                evidence["human"] = {**ev_common, "stiffness_nm_per_rad": f"{stiffness:.0f}"}
+                evidence["human"] = {**ev_common(), "stiffness_nm_per_rad": f"{stiffness:.0f}"}
 
         # 4. unauthored
         if (f.joints_valid and f.stalled_joints and f.stall_s >= cfg.stall_min_s
@@ -371,13 +374,13 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
                 else:
                     kinds["dynamics"] = "gain"
                 evidence["dynamics"] = {
-                    **ev_common, "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}",
+                    **ev_common(), "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}",
                     "fit_explained": f"{fit.explained:.2f}", "stiffness_nm_per_rad": f"{stiffness:.0f}",
                 }
             elif f.joint_residual_rad > cfg.unexplained_residual_rad and f.unexplained_s >= cfg.unexplained_min_s:
                 scores["unauthored"] = _ramp(f.joint_residual_rad, cfg.unexplained_residual_rad)
                 kinds["unauthored"] = "unexplained"
-                evidence["unauthored"] = {**ev_common, "fit_explained": f"{fit.explained:.2f}"}
+                evidence["unauthored"] = {**ev_common(), "fit_explained": f"{fit.explained:.2f}"}
 
     # An unauthored divergence (obstacle, stall) leaves the arm loaded or displaced for a
     # while after its evidence fades; that tail is still the unauthored cause.
