@@ -59,6 +59,7 @@ from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventConfig, 
 from sim_real_bridge.core.features import (
     BiasDriftTracker,
     FeatureConfig,
+    HealthFlag,
     HealthMarks,
     HealthRows,
     StreamHealth,
@@ -2072,7 +2073,7 @@ class DivergenceEngine:
                                   twin=twin if twin.sample_count else None, siblings=siblings,
                                   dropout_only=side == "sim"):
                     if fl.active:
-                        fl.evidence = {"stream": f"{side}/{topic}", **fl.evidence}
+                        fl = HealthFlag(fl.name, True, fl.severity, {"stream": f"{side}/{topic}", **fl.evidence})
                     flags.append(fl)
 
         if any(fl.active and fl.name in ("dropout", "nonfinite", "frozen", "stamp_jitter") for fl in flags):
