@@ -378,15 +378,18 @@ class StreamHealth:
             limit_s = cfg.dropout_periods * period
             if now_ns is not None and self._last_recv_ns is not None:
                 silent_s = (now_ns - self._last_recv_ns) * 1e-9
-                limit_s = max(limit_s, 1.2e-9 * self.burst_silence_ns(now_ns))
-                if (now_ns - self._first_recv_ns) * 1e-9 < cfg.warmup_s:
-                    silent_s = 0.0
-                if twin is not None and twin._last_recv_ns is not None:
-                    if (now_ns - twin._last_recv_ns) * 1e-9 > limit_s:
-                        silent_s = 0.0  # the twin is silent too: nothing reaches the monitor
-                if siblings and all(sib._last_recv_ns is not None and (now_ns - sib._last_recv_ns) * 1e-9 > limit_s
-                                    for sib in siblings):
-                    limit_s = max(limit_s, cfg.side_silence_s)
+                # The rules below only raise the limit or zero the silence: they matter only
+                # past the plain limit (most queries stop here).
+                if min(open_gap_s, silent_s) > limit_s:
+                    limit_s = max(limit_s, 1.2e-9 * self.burst_silence_ns(now_ns))
+                    if (now_ns - self._first_recv_ns) * 1e-9 < cfg.warmup_s:
+                        silent_s = 0.0
+                    if twin is not None and twin._last_recv_ns is not None:
+                        if (now_ns - twin._last_recv_ns) * 1e-9 > limit_s:
+                            silent_s = 0.0  # the twin is silent too: nothing reaches the monitor
+                    if siblings and all(sib._last_recv_ns is not None
+                                        and (now_ns - sib._last_recv_ns) * 1e-9 > limit_s for sib in siblings):
+                        limit_s = max(limit_s, cfg.side_silence_s)
             if min(open_gap_s, silent_s) > limit_s:
                 active = True
                 severity = max(severity, _clip01(open_gap_s / (10 * cfg.dropout_periods * period)))
