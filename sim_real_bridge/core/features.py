@@ -380,7 +380,7 @@ class StreamHealth:
                 silent_s = (now_ns - self._last_recv_ns) * 1e-9
                 # The rules below only raise the limit or zero the silence: they matter only
                 # past the plain limit (most queries stop here).
-                if min(open_gap_s, silent_s) > limit_s:
+                if open_gap_s > limit_s and silent_s > limit_s:
                     limit_s = max(limit_s, 1.2e-9 * self.burst_silence_ns(now_ns))
                     if (now_ns - self._first_recv_ns) * 1e-9 < cfg.warmup_s:
                         silent_s = 0.0
