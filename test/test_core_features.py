@@ -246,3 +246,119 @@ def test_planned_rows_leave_the_state_add_leaves(seed: int) -> None:
         t = int(times[hi - 1])
         assert [(f.name, f.active, f.severity) for f in planned.flags(t, now_ns=int(recvs[hi - 1]))] == [
             (f.name, f.active, f.severity) for f in by_row.flags(t, now_ns=int(recvs[hi - 1]))]
+
+
+_RULES = frozenset({"burst", "warmup", "twin", "siblings"})
+
+
+def _reference_flags(h: StreamHealth, t_ns: int, other_moving: bool, now_ns: int | None, twin, siblings,
+                     dropout_only: bool, rules: frozenset[str] = _RULES) -> list[tuple]:
+    """The detectors' rules applied in full at every query (no shortcut), as (name, active,
+    severity, evidence); ``rules`` names the receive-clock rules of the open gap to apply."""
+    from sim_real_bridge.core.features import _clip01, _jitter_stats
+
+    cfg = h.config
+    hold_ns = int(cfg.flag_hold_s * 1e9)
+    period = h.period_s
+    active, severity, evidence = False, 0.0, {}
+    for start, end in h._gaps:
+        if start - hold_ns <= t_ns <= end + hold_ns:
+            if twin is not None and twin.has_gap(start - hold_ns, end + hold_ns):
+                continue
+            gap_s = (end - start) * 1e-9
+            active, severity = True, _clip01(gap_s / (10 * cfg.dropout_periods * (period or 0.01)))
+            evidence = {"gap_s": f"{gap_s:.3f}", "period_s": f"{period or 0:.4f}"}
+    if period is not None and h._last_time_ns is not None:
+        open_gap_s = silent_s = (t_ns - h._last_time_ns) * 1e-9
+        limit_s = cfg.dropout_periods * period
+        if now_ns is not None and h._last_recv_ns is not None:
+            silent_s = (now_ns - h._last_recv_ns) * 1e-9
+            if "burst" in rules:
+                limit_s = max(limit_s, 1.2e-9 * h.burst_silence_ns(now_ns))
+            if "warmup" in rules and (now_ns - h._first_recv_ns) * 1e-9 < cfg.warmup_s:
+                silent_s = 0.0
+            if "twin" in rules and twin is not None and twin._last_recv_ns is not None:
+                if (now_ns - twin._last_recv_ns) * 1e-9 > limit_s:
+                    silent_s = 0.0
+            if "siblings" in rules and siblings and all(
+                    s._last_recv_ns is not None and (now_ns - s._last_recv_ns) * 1e-9 > limit_s for s in siblings):
+                limit_s = max(limit_s, cfg.side_silence_s)
+        if min(open_gap_s, silent_s) > limit_s:
+            active, severity = True, max(severity, _clip01(open_gap_s / (10 * cfg.dropout_periods * period)))
+            evidence = {"gap_s": f"{open_gap_s:.3f}", "open": "true", "period_s": f"{period:.4f}"}
+    out = [("dropout", active, severity, evidence)]
+    if dropout_only:
+        return out
+    near = [(kind, value) for time_ns, kind, value in h._marks if abs(time_ns - t_ns) <= hold_ns]
+    bad = [0.5 + 0.5 * value for kind, value in near if kind == "nonfinite"]
+    out.append(("nonfinite", True, max(bad), {"stream": h.name}) if bad else ("nonfinite", False, 0.0, {}))
+    repeat_max = max([value for kind, value in near if kind == "repeat"], default=0.0)
+    if repeat_max >= cfg.frozen_samples and other_moving:
+        out.append(("frozen", True, _clip01(repeat_max / (4 * cfg.frozen_samples)),
+                    {"identical_samples": str(int(repeat_max))}))
+    else:
+        out.append(("frozen", False, 0.0, {}))
+    jitter = ("stamp_jitter", False, 0.0, {})
+    iv = h._stamp_intervals_s
+    if len(iv) >= cfg.jitter_window // 4 and period is not None:
+        _, mad, backwards = _jitter_stats(iv)
+        ratio = mad / period
+        if ratio > cfg.jitter_mad_ratio or backwards > 0.05 * len(iv):
+            jitter = ("stamp_jitter", True, _clip01(max(ratio / (4 * cfg.jitter_mad_ratio), backwards / len(iv))),
+                      {"interval_mad_over_period": f"{ratio:.3f}",
+                       "delay_std_s": f"{float(np.std(np.asarray(h._delays_s))):.4f}",
+                       "backwards_stamps": str(backwards)})
+    out.append(jitter)
+    saturated = other_moving and any(kind == "saturation" for kind, _ in near)
+    out.append(("saturation", saturated, 1.0 if saturated else 0.0, {}))
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_flags_equal_the_rules_applied_in_full_per_message_and_planned(seed: int) -> None:
+    from sim_real_bridge.core.features import add_planned, plan_jitter, plan_marks, plan_rows
+
+    cfg = FeatureConfig(warmup_s=0.5, side_silence_s=0.4)
+    stamps, recvs, times, values = _pathological_stream(seed)
+    values[500:530] = np.nan  # nonfinite
+    values[1500:1560] = values[1500]  # repeats: frozen
+    values[2000:2060, 0] = 7.5  # one component pinned: saturation
+    stamps[3600:3800:2] -= 1_500_000  # stamps jitter
+    # The twin falls silent inside the stream's dropout, the sibling after it.
+    twin_recvs = recvs.copy()
+    twin_recvs[850:1000] = twin_recvs[1000]
+    sib_recvs = recvs.copy()
+    sib_recvs[1000:1400] = sib_recvs[1400]
+    row, planned = StreamHealth(cfg, "real/joint_states"), StreamHealth(cfg, "real/joint_states")
+    twin, sibling = StreamHealth(cfg, "sim/joint_states"), StreamHealth(cfg, "real/wrench")
+    grid = np.arange(int(recvs[0]), int(recvs[-1]) + 2 * 10**9, 20_000_000)
+    rows = plan_rows(cfg, stamps, recvs, times)
+    assert rows is not None
+    marks = plan_marks(cfg, values)
+    plan_jitter(planned, stamps, np.searchsorted(recvs, grid, side="right"))
+    lists = (stamps.tolist(), recvs.tolist(), times.tolist())
+    fed = {id(row): 0, id(twin): 0, id(sibling): 0}
+    queries = []
+    for k, now in enumerate(grid.tolist()):
+        for h, r in ((row, recvs), (twin, twin_recvs), (sibling, sib_recvs)):
+            upto = int(np.searchsorted(r, now, side="right"))
+            for i in range(fed[id(h)], upto):
+                h.add(int(stamps[i]), int(r[i]), int(times[i]), values[i])
+            if h is row:
+                add_planned(planned, marks, fed[id(h)], upto, *lists, values, rows)
+            fed[id(h)] = upto
+        if not row.sample_count:
+            continue
+        t = now - 60_000_000 * (k % 3)
+        args = (k % 5 != 0, now if k % 7 else None, twin if k % 4 else None, [sibling] if k % 6 else [], k % 8 == 0)
+        want = _reference_flags(row, t, *args)
+        for h in (row, planned):
+            got = [(f.name, f.active, f.severity, dict(f.evidence)) for f in h.flags(t, *args)]
+            assert got == want, (k, t)
+        queries.append((t, args, want))
+    assert {f[0] for _, _, want in queries for f in want if f[1]} == {
+        "dropout", "nonfinite", "frozen", "stamp_jitter", "saturation"}
+    # Each receive-clock rule decides some verdicts here: a shortcut that skipped one would fail above.
+    for rule in _RULES:
+        assert any(_reference_flags(row, t, *args, rules=_RULES - {rule})[0] != want[0] for t, args, want in queries
+                   if args[1] is not None), rule

@@ -59,6 +59,7 @@ from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventConfig, 
 from sim_real_bridge.core.features import (
     BiasDriftTracker,
     FeatureConfig,
+    HealthFlag,
     HealthMarks,
     HealthRows,
     StreamHealth,
@@ -2063,19 +2064,18 @@ class DivergenceEngine:
         # (its silence would otherwise starve the residuals without a word).
         other_moving = p.moving
         flags = []
+        health = self._health
         for side, twin_side in (("real", "sim"), ("sim", "real")):
-            for topic in ("joint_states", "wrench"):
-                h = self._health[(side, topic)]
+            joints, wrench = health[(side, "joint_states")], health[(side, "wrench")]
+            for topic, h, sibling in (("joint_states", joints, wrench), ("wrench", wrench, joints)):
                 if h.sample_count == 0:
                     continue
-                twin = self._health[(twin_side, topic)]
-                siblings = [self._health[(side, other)] for other in ("joint_states", "wrench")
-                            if other != topic and self._health[(side, other)].sample_count]
+                twin = health[(twin_side, topic)]
                 for fl in h.flags(t, other_moving=other_moving.get(topic, True), now_ns=self._last_tick_ns,
-                                  twin=twin if twin.sample_count else None, siblings=siblings,
-                                  dropout_only=side == "sim"):
+                                  twin=twin if twin.sample_count else None,
+                                  siblings=(sibling,) if sibling.sample_count else (), dropout_only=side == "sim"):
                     if fl.active:
-                        fl.evidence = {"stream": f"{side}/{topic}", **fl.evidence}
+                        fl = HealthFlag(fl.name, True, fl.severity, {"stream": f"{side}/{topic}", **fl.evidence})
                     flags.append(fl)
 
         if any(fl.active and fl.name in ("dropout", "nonfinite", "frozen", "stamp_jitter") for fl in flags):

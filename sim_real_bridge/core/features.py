@@ -30,8 +30,9 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 
@@ -91,14 +92,22 @@ class FeatureConfig:
                 raise ConfigError(f"FeatureConfig.{name} must be >= 2, got {getattr(self, name)}")
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class HealthFlag:
-    """One detector's verdict at a time: active flag, severity 0..1 and evidence."""
+    """One detector's verdict at a time: active flag, severity 0..1 and evidence.
+
+    Immutable: an inactive verdict is one shared constant (see ``_INACTIVE``).
+    """
 
     name: str
     active: bool = False
     severity: float = 0.0
-    evidence: dict[str, str] = field(default_factory=dict)
+    evidence: Mapping[str, str] = field(default_factory=dict)
+
+
+# Inactive verdicts, shared by every query: most flags are inactive at most times.
+_INACTIVE = {name: HealthFlag(name, evidence=MappingProxyType({}))
+             for name in ("dropout", "nonfinite", "frozen", "stamp_jitter", "saturation")}
 
 
 def _median(values: Iterable[float]) -> float:
@@ -295,71 +304,40 @@ class StreamHealth:
         cfg = self.config
         hold_ns = int(cfg.flag_hold_s * 1e9)
         period = self.period_s
-        out = []
-
-        dropout = HealthFlag("dropout")
-        for start, end in self._gaps:
-            if start - hold_ns <= t_ns <= end + hold_ns:
-                if twin is not None and twin.has_gap(start - hold_ns, end + hold_ns):
-                    continue
-                dropout.active = True
-                gap_s = (end - start) * 1e-9
-                dropout.severity = _clip01(gap_s / (10 * cfg.dropout_periods * (period or 0.01)))
-                dropout.evidence = {"gap_s": f"{gap_s:.3f}", "period_s": f"{period or 0:.4f}"}
-        if period is not None and self._last_time_ns is not None:
-            open_gap_s = (t_ns - self._last_time_ns) * 1e-9
-            silent_s = open_gap_s
-            limit_s = cfg.dropout_periods * period
-            if now_ns is not None and self._last_recv_ns is not None:
-                silent_s = (now_ns - self._last_recv_ns) * 1e-9
-                limit_s = max(limit_s, 1.2e-9 * self.burst_silence_ns(now_ns))
-                if (now_ns - self._first_recv_ns) * 1e-9 < cfg.warmup_s:
-                    silent_s = 0.0
-                if twin is not None and twin._last_recv_ns is not None:
-                    if (now_ns - twin._last_recv_ns) * 1e-9 > limit_s:
-                        silent_s = 0.0  # the twin is silent too: nothing reaches the monitor
-                if siblings and all(sib._last_recv_ns is not None and (now_ns - sib._last_recv_ns) * 1e-9 > limit_s
-                                    for sib in siblings):
-                    limit_s = max(limit_s, cfg.side_silence_s)
-            if min(open_gap_s, silent_s) > limit_s:
-                dropout.active = True
-                dropout.severity = max(dropout.severity, _clip01(open_gap_s / (10 * cfg.dropout_periods * period)))
-                dropout.evidence = {"gap_s": f"{open_gap_s:.3f}", "open": "true", "period_s": f"{period:.4f}"}
-        out.append(dropout)
+        dropout = self._dropout(t_ns, hold_ns, period, now_ns, twin, siblings)
         if dropout_only:
-            return out
+            return [dropout]
 
-        nonfinite = HealthFlag("nonfinite")
+        nonfinite_active = False
+        nonfinite_severity = 0.0
         repeat_max = 0.0
         saturated = False
         # Newest first, stopping well before t: a constant stream marks every sample as
         # a repeat, and history_s of those is thousands (stamps going back are rare, and
         # the slack keeps the few out of order).
-        oldest_ns = t_ns - hold_ns - int(self.config.flag_hold_s * 1e9) - 1_000_000_000
+        oldest_ns = t_ns - 2 * hold_ns - 1_000_000_000
         for time_ns, kind, value in reversed(self._marks):
             if time_ns < oldest_ns:
                 break
             if abs(time_ns - t_ns) > hold_ns:
                 continue
             if kind == "nonfinite":
-                nonfinite.active = True
-                nonfinite.severity = max(nonfinite.severity, 0.5 + 0.5 * value)
+                nonfinite_active = True
+                nonfinite_severity = max(nonfinite_severity, 0.5 + 0.5 * value)
             elif kind == "repeat":
                 repeat_max = max(repeat_max, value)
             elif kind == "saturation":
                 saturated = True
-        if nonfinite.active:
-            nonfinite.evidence = {"stream": self.name}
-        out.append(nonfinite)
+        nonfinite = _INACTIVE["nonfinite"]
+        if nonfinite_active:
+            nonfinite = HealthFlag("nonfinite", True, nonfinite_severity, {"stream": self.name})
 
-        frozen = HealthFlag("frozen")
+        frozen = _INACTIVE["frozen"]
         if repeat_max >= cfg.frozen_samples and other_moving:
-            frozen.active = True
-            frozen.severity = _clip01(repeat_max / (4 * cfg.frozen_samples))
-            frozen.evidence = {"identical_samples": str(int(repeat_max))}
-        out.append(frozen)
+            frozen = HealthFlag("frozen", True, _clip01(repeat_max / (4 * cfg.frozen_samples)),
+                                {"identical_samples": str(int(repeat_max))})
 
-        jitter = HealthFlag("stamp_jitter")
+        jitter = _INACTIVE["stamp_jitter"]
         if len(self._stamp_intervals_s) >= cfg.jitter_window // 4 and period is not None:
             iv = self._stamp_intervals_s
             planned = self._jitter_table.get(self.sample_count) if self._jitter_table is not None else None
@@ -370,17 +348,53 @@ class StreamHealth:
             mad_ratio = mad / period
             if mad_ratio > cfg.jitter_mad_ratio or backwards > 0.05 * len(iv):
                 delay_std = float(np.std(np.asarray(self._delays_s)))
-                jitter.active = True
-                jitter.severity = _clip01(max(mad_ratio / (4 * cfg.jitter_mad_ratio), backwards / len(iv)))
-                jitter.evidence = {"interval_mad_over_period": f"{mad_ratio:.3f}",
-                                   "delay_std_s": f"{delay_std:.4f}", "backwards_stamps": str(backwards)}
-        out.append(jitter)
+                jitter = HealthFlag(
+                    "stamp_jitter", True, _clip01(max(mad_ratio / (4 * cfg.jitter_mad_ratio), backwards / len(iv))),
+                    {"interval_mad_over_period": f"{mad_ratio:.3f}", "delay_std_s": f"{delay_std:.4f}",
+                     "backwards_stamps": str(backwards)})
 
         # A still arm holds its positions too: pinned is clipping only while the twin moves.
-        saturated = saturated and other_moving
-        saturation = HealthFlag("saturation", active=saturated, severity=1.0 if saturated else 0.0)
-        out.append(saturation)
-        return out
+        saturation = HealthFlag("saturation", True, 1.0) if saturated and other_moving else _INACTIVE["saturation"]
+        return [dropout, nonfinite, frozen, jitter, saturation]
+
+    def _dropout(self, t_ns: int, hold_ns: int, period: float | None, now_ns: int | None,
+                 twin: "StreamHealth | None", siblings: "Sequence[StreamHealth]") -> HealthFlag:
+        """The dropout flag of :meth:`flags`."""
+        cfg = self.config
+        active = False
+        severity = 0.0
+        evidence: dict[str, str] = {}
+        for start, end in self._gaps:
+            if start - hold_ns <= t_ns <= end + hold_ns:
+                if twin is not None and twin.has_gap(start - hold_ns, end + hold_ns):
+                    continue
+                active = True
+                gap_s = (end - start) * 1e-9
+                severity = _clip01(gap_s / (10 * cfg.dropout_periods * (period or 0.01)))
+                evidence = {"gap_s": f"{gap_s:.3f}", "period_s": f"{period or 0:.4f}"}
+        if period is not None and self._last_time_ns is not None:
+            open_gap_s = (t_ns - self._last_time_ns) * 1e-9
+            silent_s = open_gap_s
+            limit_s = cfg.dropout_periods * period
+            if now_ns is not None and self._last_recv_ns is not None:
+                silent_s = (now_ns - self._last_recv_ns) * 1e-9
+                # The rules below only raise the limit or zero the silence: they matter only
+                # past the plain limit (most queries stop here).
+                if open_gap_s > limit_s and silent_s > limit_s:
+                    limit_s = max(limit_s, 1.2e-9 * self.burst_silence_ns(now_ns))
+                    if (now_ns - self._first_recv_ns) * 1e-9 < cfg.warmup_s:
+                        silent_s = 0.0
+                    if twin is not None and twin._last_recv_ns is not None:
+                        if (now_ns - twin._last_recv_ns) * 1e-9 > limit_s:
+                            silent_s = 0.0  # the twin is silent too: nothing reaches the monitor
+                    if siblings and all(sib._last_recv_ns is not None
+                                        and (now_ns - sib._last_recv_ns) * 1e-9 > limit_s for sib in siblings):
+                        limit_s = max(limit_s, cfg.side_silence_s)
+            if min(open_gap_s, silent_s) > limit_s:
+                active = True
+                severity = max(severity, _clip01(open_gap_s / (10 * cfg.dropout_periods * period)))
+                evidence = {"gap_s": f"{open_gap_s:.3f}", "open": "true", "period_s": f"{period:.4f}"}
+        return HealthFlag("dropout", True, severity, evidence) if active else _INACTIVE["dropout"]
 
     @property
     def delay_std_s(self) -> float | None:
@@ -440,12 +454,10 @@ class BiasDriftTracker:
     def flag(self) -> HealthFlag:
         """Return the drift flag for the current estimate."""
         drift = float(np.linalg.norm(self.drift_n))
-        out = HealthFlag("ft_bias_drift")
         if drift > self.threshold_n:
-            out.active = True
-            out.severity = _clip01(drift / self.full_scale_n)
-            out.evidence = {"bias_n": np.array2string(self.drift_n, precision=2)}
-        return out
+            return HealthFlag("ft_bias_drift", True, _clip01(drift / self.full_scale_n),
+                              {"bias_n": np.array2string(self.drift_n, precision=2)})
+        return HealthFlag("ft_bias_drift")
 
 
 @dataclass
