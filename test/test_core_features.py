@@ -221,8 +221,9 @@ def _pathological_stream(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return stamps, recvs, times, values
 
 
+@pytest.mark.parametrize("prepared", [False, True])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_planned_rows_leave_the_state_add_leaves(seed: int) -> None:
+def test_planned_rows_leave_the_state_add_leaves(seed: int, prepared: bool) -> None:
     from sim_real_bridge.core.features import add_planned, plan_marks, plan_rows
 
     cfg = FeatureConfig()
@@ -233,6 +234,8 @@ def test_planned_rows_leave_the_state_add_leaves(seed: int) -> None:
     by_row, planned = StreamHealth(cfg), StreamHealth(cfg)
     rng = np.random.default_rng(seed)
     cuts = np.unique(np.concatenate(([0, stamps.size], rng.integers(1, stamps.size, 300))))
+    if prepared:  # the states at the cuts computed at once (as plan_ticks does), else row by row on demand
+        rows.prepare(cuts - 1)
     lists = (stamps.tolist(), recvs.tolist(), times.tolist())
     for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
         for i in range(lo, hi):

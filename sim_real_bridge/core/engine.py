@@ -368,7 +368,7 @@ class _PlannedStream:
     clock: "_ClockPlan | None" = None
     side_rows: np.ndarray | None = None  # this stream's rows' positions in the side's feed order
     side_row_list: list[int] = field(default_factory=list)
-    lists: tuple[list[int], list[int], list[int]] | None = None
+    lists: tuple[list[int], list[int], list[int]] = ((), (), ())  # for add_planned without rows
     recv_list: list[int] = field(default_factory=list)
     refused_list: list[int] = field(default_factory=list)
     fed: int = 0
@@ -1600,7 +1600,9 @@ class DivergenceEngine:
                 if p.health_width:
                     p.marks = plan_marks(self.config.features, values[:, :p.health_width])
                     p.rows = plan_rows(self.config.features, col.stamp_ns, p.recv, mapped)
-                p.lists = (np.asarray(col.stamp_ns, dtype=np.int64).tolist(), p.recv.tolist(), mapped.tolist())
+                    if p.rows is None:
+                        p.lists = (np.asarray(col.stamp_ns, dtype=np.int64).tolist(), p.recv.tolist(),
+                                   mapped.tolist())
                 series[(side, col.stream)] = p.series
         self.joint_names = names
         self._stall_s = np.zeros(j)
@@ -1631,12 +1633,17 @@ class DivergenceEngine:
         what the analysis then reads of the stream trackers (the same values)."""
         ticks = np.asarray(ticks_ns, dtype=np.int64) + (1 if inclusive else 0)
         # The rows each tick feeds, found at once (feed_columns looks them up by time).
-        per_stream = [np.searchsorted(p.recv, ticks, side="left").tolist() for p in self._planned]
-        self._tick_cuts = dict(zip(ticks.tolist(), zip(*per_stream, strict=True), strict=True)) if per_stream else {}
-        for p in self._planned:
+        cuts = [np.searchsorted(p.recv, ticks, side="left") for p in self._planned]
+        self._tick_cuts = dict(zip(ticks.tolist(), zip(*[c.tolist() for c in cuts], strict=True), strict=True)
+                               ) if cuts else {}
+        for p, counts in zip(self._planned, cuts, strict=True):
+            if p.health is None:
+                continue
+            counts = np.concatenate((counts, [p.recv.size]))
+            if p.rows is not None:
+                p.rows.prepare(counts - 1)
             # The sim side's health reports dropouts only (see _analyse): no jitter statistics.
-            if p.health is not None and p.lists is not None and p.column.side != "sim":
-                counts = np.concatenate((np.searchsorted(p.recv, ticks, side="left"), [p.recv.size]))
+            if p.column.side != "sim":
                 plan_jitter(p.health, np.asarray(p.column.stamp_ns, dtype=np.int64), counts)
 
     @property
@@ -1680,7 +1687,7 @@ class DivergenceEngine:
                     self.on_command(int(start_ns), int(p.recv[i]), names, points)
                 p.fed = hi
                 continue
-            assert p.series is not None and p.lists is not None and p.clock is not None and p.side_rows is not None
+            assert p.series is not None and p.clock is not None and p.side_rows is not None
             p.series.reveal(hi)
             if col.stream in ("joint_states", "wrench"):
                 p.series.last_recv_ns = p.recv_list[hi - 1]
