@@ -365,11 +365,10 @@ class _PlannedStream:
     marks: HealthMarks | None = None
     rows: HealthRows | None = None
     health_width: int = 0
+    health_values: np.ndarray | None = None  # the series' values the health tracker sees
     clock: "_ClockPlan | None" = None
     side_rows: np.ndarray | None = None  # this stream's rows' positions in the side's feed order
-    side_row_list: list[int] = field(default_factory=list)
     lists: tuple[list[int], list[int], list[int]] = ((), (), ())  # for add_planned without rows
-    recv_list: list[int] = field(default_factory=list)
     refused_list: list[int] = field(default_factory=list)
     fed: int = 0
     refused_fed: int = 0
@@ -1555,8 +1554,8 @@ class DivergenceEngine:
                 return False
             if col.stream not in ("joint_states", "wrench", "ee_pose", "object_pose", "command"):
                 raise ConfigError(f"unknown column stream {col.stream!r}")
-            planned.append(_PlannedStream(col, recv, recv_list=recv.tolist(),
-                                          refused_list=np.asarray(col.refused_recv_ns, dtype=np.int64).tolist()))
+            refused = np.asarray(col.refused_recv_ns, dtype=np.int64).tolist()
+            planned.append(_PlannedStream(col, recv, refused_list=refused))
         for side in SIDES:
             side_cols = [p for p in planned if p.column.side == side and p.column.stream != "command"
                          and p.recv.size]
@@ -1598,7 +1597,8 @@ class DivergenceEngine:
                 p.series.plan_grid(step_ns if col.stream == "joint_states" else self._dt_ns, self._max_gap_ns,
                                    int(self.config.wrench_window_s * 1e9) if col.stream == "wrench" else None)
                 if p.health_width:
-                    p.marks = plan_marks(self.config.features, values[:, :p.health_width])
+                    p.health_values = p.series._buf_v[:, :p.health_width]
+                    p.marks = plan_marks(self.config.features, p.health_values)
                     p.rows = plan_rows(self.config.features, col.stamp_ns, p.recv, mapped)
                     if p.rows is None:
                         p.lists = (np.asarray(col.stamp_ns, dtype=np.int64).tolist(), p.recv.tolist(),
@@ -1619,11 +1619,8 @@ class DivergenceEngine:
             if p.health_width:
                 p.health = self._health[(p.column.side, p.column.stream)]
         self._planned = planned
-        for p in planned:
-            if p.side_rows is not None:
-                p.side_row_list = p.side_rows.tolist()
-        self._planned_sides = [(side, [p for p in planned if p.column.side == side and p.clock is not None])
-                               for side in SIDES]
+        self._planned_sides = [(side, plans) for side in SIDES
+                               if (plans := [p for p in planned if p.column.side == side and p.clock is not None])]
         self._grid_plan = _build_grid_plan(self)
         return True
 
@@ -1659,20 +1656,19 @@ class DivergenceEngine:
     def feed_columns(self, before_recv_ns: int | None = None) -> None:
         """Feed every planned row (and refusal) received before ``before_recv_ns`` (None: all)."""
         planned = self._planned
-        known = self._tick_cuts.get(before_recv_ns) if before_recv_ns is not None else None
-        if known is not None and all(hi >= p.fed for p, hi in zip(planned, known)):
-            cuts = known
-        else:
-            cuts = [len(p.recv_list) if before_recv_ns is None else bisect_left(p.recv_list, before_recv_ns, p.fed)
-                    for p in planned]
+        # A stream fed beyond a cut (an earlier call with a later time) skips it either way.
+        cuts = self._tick_cuts.get(before_recv_ns) if before_recv_ns is not None else None
+        if cuts is None:
+            cuts = [p.recv.size if before_recv_ns is None
+                    else max(p.fed, int(np.searchsorted(p.recv, before_recv_ns, side="left"))) for p in planned]
         if self.first_recv_ns is None:
             # The first row fed sets the run clock, as the first on_* call would.
             firsts = [int(p.recv[p.fed]) for p, hi in zip(planned, cuts) if hi > p.fed]
             if firsts:
                 self.first_recv_ns = min(firsts)
         for p, hi in zip(planned, cuts):
-            col = p.column
             if p.refused_list:
+                col = p.column
                 refused = p.refused_list
                 r_hi = len(refused) if before_recv_ns is None else bisect_left(refused, before_recv_ns, p.refused_fed)
                 for k in range(p.refused_fed, r_hi):
@@ -1681,26 +1677,20 @@ class DivergenceEngine:
             lo = p.fed
             if hi <= lo:
                 continue
-            if col.stream == "command":
-                for i in range(lo, hi):
-                    start_ns, names, points = col.commands[i]
-                    self.on_command(int(start_ns), int(p.recv[i]), names, points)
-                p.fed = hi
-                continue
-            assert p.series is not None and p.clock is not None and p.side_rows is not None
-            p.series.reveal(hi)
-            if col.stream in ("joint_states", "wrench"):
-                p.series.last_recv_ns = p.recv_list[hi - 1]
-            if p.health is not None and p.marks is not None:
-                stamps, recvs, times = p.lists
-                add_planned(p.health, p.marks, lo, hi, stamps, recvs, times, p.series._buf_v[:, :p.health_width],
-                            p.rows)
             p.fed = hi
+            series = p.series
+            if series is None:  # commands
+                for i in range(lo, hi):
+                    start_ns, names, points = p.column.commands[i]
+                    self.on_command(int(start_ns), int(p.recv[i]), names, points)
+                continue
+            series.reveal(hi)
+            if p.health is not None and p.marks is not None and p.health_values is not None:
+                series.last_recv_ns = int(p.recv[hi - 1])
+                add_planned(p.health, p.marks, lo, hi, *p.lists, p.health_values, p.rows)
         for side, plans in self._planned_sides:
-            fed = [p for p in plans if p.fed]
-            if fed:
-                side_hi = max(p.side_row_list[p.fed - 1] for p in fed) + 1
-                self._clock[side].feed_planned(fed[0].clock, side_hi)  # type: ignore[arg-type]
+            # The side's rows received before a time are a prefix of its feed order (plan_columns).
+            self._clock[side].feed_planned(plans[0].clock, sum(p.fed for p in plans))  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ ticking
     def _streams_seen(self, now_ns: int) -> list[tuple[_Series, int]]:

@@ -804,4 +804,5 @@ def _add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, values
         for k in range(a, b):
             health._marks.append((int(rows.times[marks.rows[k]]), marks.kinds[k], marks.values[k]))
     health._last_values = values[hi - 1]
-    health._trim(last_time)
+    if health._marks or health._gaps:
+        health._trim(last_time)
