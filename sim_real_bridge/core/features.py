@@ -479,19 +479,22 @@ def plan_marks(config: FeatureConfig, values: np.ndarray) -> HealthMarks:
         return np.where(cond, idx.reshape(shape) - last_false, 0)
 
     repeat_run = run_length(all_same & all_finite)
-    pinned = same & (v != 0) & finite
-    pinned[0] = False
     saturated = np.zeros(n, dtype=bool)
-    if n > 1 and v.shape[1]:
+    # A component repeated in fewer rows than the limit cannot be pinned that long.
+    cols = np.flatnonzero(np.count_nonzero(same, axis=0) >= config.saturation_samples)
+    if n > 1 and cols.size:
+        vc = v[:, cols]
+        pinned = same[:, cols] & (vc != 0) & finite[:, cols]
         saturated[1:] = ~all_same[1:] & (run_length(pinned).max(axis=1)[1:] >= config.saturation_samples)
     repeat = repeat_run + 1 >= config.frozen_samples
     rows: list[int] = []
     kinds: list[str] = []
     vals: list[float] = []
-    frac = np.mean(~finite, axis=1) if v.shape[1] else np.zeros(n)
-    for i in np.flatnonzero(~all_finite | saturated | repeat).tolist():
+    marked = np.flatnonzero(~all_finite | saturated | repeat)
+    frac = dict(zip(marked.tolist(), np.mean(~finite[marked], axis=1).tolist(), strict=True)) if v.shape[1] else {}
+    for i in marked.tolist():
         if not all_finite[i]:
-            rows.append(i), kinds.append("nonfinite"), vals.append(float(frac[i]))
+            rows.append(i), kinds.append("nonfinite"), vals.append(frac[i])
         if saturated[i]:
             rows.append(i), kinds.append("saturation"), vals.append(1.0)
         if repeat[i]:
