@@ -285,7 +285,8 @@ def test_planned_columns_fed_at_any_times_leave_the_per_message_state() -> None:
     rng = np.random.default_rng(4)
     times = sorted(set(ticks[rng.choice(ticks.size, 150, replace=False)].tolist())
                    | set((T0 + rng.integers(0, 12 * NS, 60)).tolist()))
-    times.append(times[-1] - 1)  # earlier than a time already fed: nothing new
+    # Earlier than a time already fed, unplanned and planned: nothing new.
+    times += [times[-1] - 1, int(ticks[ticks < times[-1]][-3])]
     sorted_recv, sorted_ids, sorted_rows = recv_all[order].tolist(), ids[order].tolist(), rows[order].tolist()
     n = 0
     for t in [*times, None]:

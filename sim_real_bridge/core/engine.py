@@ -1395,7 +1395,8 @@ class DivergenceEngine:
         self.analysis_count = 0
         self._planned: list[_PlannedStream] = []
         self._grid_plan: _GridPlan | None = None
-        self._tick_cuts: dict[int, tuple[int, ...]] = {}
+        # tick time -> rows of each planned stream, and of each planned side, fed by then
+        self._tick_cuts: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self._trimmed_ns: int | None = None
         self._planned_sides: list[tuple[str, list[_PlannedStream]]] = []
 
@@ -1631,8 +1632,11 @@ class DivergenceEngine:
         ticks = np.asarray(ticks_ns, dtype=np.int64) + (1 if inclusive else 0)
         # The rows each tick feeds, found at once (feed_columns looks them up by time).
         cuts = [np.searchsorted(p.recv, ticks, side="left") for p in self._planned]
-        self._tick_cuts = dict(zip(ticks.tolist(), zip(*[c.tolist() for c in cuts], strict=True), strict=True)
-                               ) if cuts else {}
+        of_stream = {id(p): c for p, c in zip(self._planned, cuts, strict=True)}
+        side_cuts = [sum(of_stream[id(p)] for p in plans) for _, plans in self._planned_sides]
+        self._tick_cuts = dict(zip(ticks.tolist(), zip(zip(*[c.tolist() for c in cuts], strict=True),
+                                                       zip(*[c.tolist() for c in side_cuts], strict=True)),
+                                   strict=True)) if cuts and side_cuts else {}
         for p, counts in zip(self._planned, cuts, strict=True):
             if p.health is None:
                 continue
@@ -1656,9 +1660,13 @@ class DivergenceEngine:
     def feed_columns(self, before_recv_ns: int | None = None) -> None:
         """Feed every planned row (and refusal) received before ``before_recv_ns`` (None: all)."""
         planned = self._planned
-        # A stream fed beyond a cut (an earlier call with a later time) skips it either way.
-        cuts = self._tick_cuts.get(before_recv_ns) if before_recv_ns is not None else None
-        if cuts is None:
+        # A stream (a side) fed beyond a cut, by an earlier call with a later time, skips it either way.
+        known = self._tick_cuts.get(before_recv_ns) if before_recv_ns is not None else None
+        cuts: Sequence[int]
+        side_cuts: Sequence[int] | None = None
+        if known is not None:
+            cuts, side_cuts = known
+        else:
             cuts = [p.recv.size if before_recv_ns is None
                     else max(p.fed, int(np.searchsorted(p.recv, before_recv_ns, side="left"))) for p in planned]
         if self.first_recv_ns is None:
@@ -1688,9 +1696,10 @@ class DivergenceEngine:
             if p.health is not None and p.marks is not None and p.health_values is not None:
                 series.last_recv_ns = int(p.recv[hi - 1])
                 add_planned(p.health, p.marks, lo, hi, *p.lists, p.health_values, p.rows)
-        for side, plans in self._planned_sides:
+        for k, (side, plans) in enumerate(self._planned_sides):
             # The side's rows received before a time are a prefix of its feed order (plan_columns).
-            self._clock[side].feed_planned(plans[0].clock, sum(p.fed for p in plans))  # type: ignore[arg-type]
+            fed = sum(p.fed for p in plans) if side_cuts is None else side_cuts[k]
+            self._clock[side].feed_planned(plans[0].clock, fed)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ ticking
     def _streams_seen(self, now_ns: int) -> list[tuple[_Series, int]]:

@@ -786,10 +786,11 @@ def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stam
 def _add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, values: np.ndarray,
               rows: HealthRows) -> None:
     """:func:`add_planned` from the planned per-row state (same deques, same scalars)."""
-    count, stamp, last_recv, last_time, cache, since, burst_ns, burst_at = rows.state(hi - 1)
+    states = rows.states  # filled by prepare; state() computes the others
+    count, stamp, last_recv, last_time, cache, since, burst_ns, burst_at = states.get(hi - 1) or rows.state(hi - 1)
     before = 0
     if lo:
-        before = rows.state(lo - 1)[0]
+        before = (states.get(lo - 1) or rows.state(lo - 1))[0]
     else:
         health._first_recv_ns = int(rows.last_recv[0])
     health._stamp_intervals_s.extend(rows.intervals[max(lo, 1) - 1:hi - 1])
