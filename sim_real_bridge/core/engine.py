@@ -476,12 +476,16 @@ class _Series:
             first = np.searchsorted(times, q - window_ns, side="right")
             has = idx > first
             means = np.full((count, self.width), np.nan)
-            # The live mean's own reduction (rows added in order, then divided), for all windows
-            # of one length at once (reduceat or cumsums round differently).
-            lengths = idx - first
-            for m in np.unique(lengths[has]).tolist():
-                rows = np.flatnonzero(has & (lengths == m))
-                means[rows] = vals[first[rows][:, None] + np.arange(m)].mean(axis=1)
+            # The live mean's own reduction (from 0.0, rows added in order, then divided), for
+            # all windows at once (reduceat or cumsums round differently); longest windows first.
+            rows = np.flatnonzero(has)
+            rows = rows[np.argsort(first[rows] - idx[rows], kind="stable")]
+            start, lengths = first[rows], idx[rows] - first[rows]
+            sums = np.zeros((rows.size, self.width))
+            longer = np.searchsorted(-lengths, -np.arange(int(lengths.max()) if rows.size else 0), side="left")
+            for k, n in enumerate(longer.tolist()):
+                sums[:n] += vals[start[:n] + k]
+            means[rows] = sums / lengths[:, None]
             cache.window_ns = int(window_ns)
             cache.w_need, cache.w_first = idx, first
             cache.w_values = means
