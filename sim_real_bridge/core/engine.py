@@ -368,7 +368,7 @@ class _PlannedStream:
     health_values: np.ndarray | None = None  # the series' values the health tracker sees
     clock: "_ClockPlan | None" = None
     side_rows: np.ndarray | None = None  # this stream's rows' positions in the side's feed order
-    lists: tuple[list[int], list[int], list[int]] = ((), (), ())  # for add_planned without rows
+    lists: tuple[Sequence[int], Sequence[int], Sequence[int]] = ((), (), ())  # for add_planned without rows
     refused_list: list[int] = field(default_factory=list)
     fed: int = 0
     refused_fed: int = 0

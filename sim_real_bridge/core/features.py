@@ -483,8 +483,7 @@ def plan_marks(config: FeatureConfig, values: np.ndarray) -> HealthMarks:
     # A component repeated in fewer rows than the limit cannot be pinned that long.
     cols = np.flatnonzero(np.count_nonzero(same, axis=0) >= config.saturation_samples)
     if n > 1 and cols.size:
-        vc = v[:, cols]
-        pinned = same[:, cols] & (vc != 0) & finite[:, cols]
+        pinned = same[:, cols] & (v[:, cols] != 0) & finite[:, cols]
         saturated[1:] = ~all_same[1:] & (run_length(pinned).max(axis=1)[1:] >= config.saturation_samples)
     repeat = repeat_run + 1 >= config.frozen_samples
     rows: list[int] = []
@@ -708,13 +707,14 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
     return HealthRows(
         intervals=ds.tolist(), delays=((recvs - stamps).astype(np.float64) * 1e-9).tolist(), appended=appended,
         appended_rows=appended_at, cache_rows=cache_at, cache_values=np.asarray(cache_values, dtype=np.float64),
-        stamps=stamps, last_recv=last_recv, last_time=last_time, times=times, burst_rows=np.asarray(burst_rows, dtype=np.int64),
+        stamps=stamps, last_recv=last_recv, last_time=last_time, times=times,
+        burst_rows=np.asarray(burst_rows, dtype=np.int64),
         burst_values=np.asarray(burst_values, dtype=np.int64).reshape(-1, 2), gap_rows=gap_rows, gaps=gaps,
     )
 
 
-def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stamps: list[int], recvs: list[int],
-                times: list[int], values: np.ndarray, rows: HealthRows | None = None) -> None:
+def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stamps: Sequence[int],
+                recvs: Sequence[int], times: Sequence[int], values: np.ndarray, rows: HealthRows | None = None) -> None:
     """Feed rows lo..hi-1 of a planned stream: the same state as ``add`` per row.
 
     ``values`` are the stream's rows; its times must be non-decreasing (then trimming
