@@ -230,3 +230,68 @@ def test_grid_wide_analysis_serves_the_column_path_and_equals_the_per_tick_path(
     summary = rows.engine.run_summary()
     assert summary["ledger"]["categories"] and summary["events"]
     _assert_same_analysis(columns, rows)
+
+
+def _state(engine) -> dict:
+    """What readers of an engine's inputs see: stream health, clock maps, series, counts."""
+    from sim_real_bridge.core.engine import POSE_KINDS, SIDES
+
+    out: dict = {"first_recv_ns": engine.first_recv_ns, "rejected": dict(engine.rejected),
+                 "commands": (engine.command_count, engine.first_command_ns)}
+    for key, h in engine._health.items():
+        out[key] = (h.sample_count, h._last_stamp_ns, h._last_recv_ns, h._last_time_ns, h._first_recv_ns,
+                    h._burst_silence_ns, h._burst_at_ns, h._period_cache, h._since_period, h.period_s,
+                    list(h._intervals_s), list(h._stamp_intervals_s), list(h._delays_s), list(h._gaps),
+                    list(h._marks), None if h._last_values is None else h._last_values.tolist())
+    for side in SIDES:
+        clock = engine._clock[side]
+        out[("clock", side)] = (clock.offset_ns, clock.spread_s, clock.delivery_delays_s(), clock._count,
+                                dict(clock._last_stamp), dict(clock._epoch))
+        series = [engine._joints[side], engine._wrench[side]] + [engine._poses[(side, k)] for k in POSE_KINDS]
+        out[("series", side)] = [(len(s), s.last_ns, s.last_recv_ns, s.times.tolist()) for s in series]
+    return out
+
+
+def test_planned_columns_fed_at_any_times_leave_the_per_message_state() -> None:
+    """feed_columns at planned tick times, between them, past several at once and at
+    unplanned times: after each call, every input state equals the per-message engine's
+    fed the same rows (stream health, clock map, series)."""
+    from sim_real_bridge.core import intake
+    from sim_real_bridge.core.engine import DivergenceEngine
+    from sim_real_bridge.offline import replay_engine as replay
+
+    streams = _streams()
+    config = intake.IntakeConfig()
+    recv = [np.asarray(s.recv_ns, dtype=np.int64) for s in streams]
+    recv_all = np.concatenate(recv)
+    ids = np.concatenate([np.full(r.size, k) for k, r in enumerate(recv)])
+    rows = np.concatenate([np.arange(r.size) for r in recv])
+    order = np.lexsort((rows, ids, recv_all))
+    planned = DivergenceEngine()
+    assert replay._plan_columns(planned, config, streams, order, [r.size for r in recv], {}) is not None
+    ticks = T0 + np.arange(1, 600, dtype=np.int64) * 20_000_000
+    planned.plan_ticks(ticks)
+    by_row = DivergenceEngine()
+    feeders = []
+    for s in streams:
+        if isinstance(s, JointStream):
+            feeders.append(replay._vector_joint_feeder(by_row, config, s))
+        elif isinstance(s, WrenchStream):
+            feeders.append(replay._vector_wrench_feeder(by_row, config, s))
+        elif isinstance(s, PoseStream):
+            feeders.append(replay._vector_pose_feeder(by_row, config, s))
+        else:
+            feeders.append(lambda i, r, s=s: by_row.on_command(int(s.start_ns[i]), r, s.joint_names[i], s.points[i]))
+    rng = np.random.default_rng(4)
+    times = sorted(set(ticks[rng.choice(ticks.size, 150, replace=False)].tolist())
+                   | set((T0 + rng.integers(0, 12 * NS, 60)).tolist()))
+    # Earlier than a time already fed, unplanned and planned: nothing new.
+    times += [times[-1] - 1, int(ticks[ticks < times[-1]][-3])]
+    sorted_recv, sorted_ids, sorted_rows = recv_all[order].tolist(), ids[order].tolist(), rows[order].tolist()
+    n = 0
+    for t in [*times, None]:
+        planned.feed_columns(t)
+        while n < len(sorted_recv) and (t is None or sorted_recv[n] < t):
+            feeders[sorted_ids[n]](sorted_rows[n], sorted_recv[n])
+            n += 1
+        assert _state(planned) == _state(by_row), t

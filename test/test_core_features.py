@@ -201,7 +201,8 @@ def test_live_jitter_statistics_equal_the_planned_table_and_numpy(seed: int) -> 
 
 
 def _pathological_stream(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """4000 samples at 500 Hz: dropouts, repeated and backwards stamps, jitter, delivery bursts."""
+    """4000 samples at 500 Hz: dropouts, repeated and backwards stamps, jitter, delivery bursts;
+    values with a NaN burst, a frozen run and pinned components."""
     rng = np.random.default_rng(seed)
     n = 4000
     steps = np.full(n, 2_000_000, dtype=np.int64)
@@ -218,11 +219,16 @@ def _pathological_stream(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     recvs = np.maximum.accumulate(recvs)
     times = np.maximum.accumulate(stamps + 50_000)
     values = rng.normal(size=(n, 3))
+    values[1500:1520, 1] = np.nan  # nonfinite
+    values[2000:2100] = values[2000]  # frozen
+    values[2600:2700, 0] = 3.0  # one component pinned: saturation
+    values[2800:2900, 2] = 0.0  # pinned at zero: not saturation
     return stamps, recvs, times, values
 
 
+@pytest.mark.parametrize("prepared", [False, True])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_planned_rows_leave_the_state_add_leaves(seed: int) -> None:
+def test_planned_rows_leave_the_state_add_leaves(seed: int, prepared: bool) -> None:
     from sim_real_bridge.core.features import add_planned, plan_marks, plan_rows
 
     cfg = FeatureConfig()
@@ -230,9 +236,12 @@ def test_planned_rows_leave_the_state_add_leaves(seed: int) -> None:
     rows = plan_rows(cfg, stamps, recvs, times)
     assert rows is not None and rows.gaps  # the dropouts were seen, the planned path taken
     marks = plan_marks(cfg, values)
+    assert {"nonfinite", "repeat", "saturation"} <= set(marks.kinds)
     by_row, planned = StreamHealth(cfg), StreamHealth(cfg)
     rng = np.random.default_rng(seed)
     cuts = np.unique(np.concatenate(([0, stamps.size], rng.integers(1, stamps.size, 300))))
+    if prepared:  # the states at the cuts computed at once (as plan_ticks does), else row by row on demand
+        rows.prepare(cuts - 1)
     lists = (stamps.tolist(), recvs.tolist(), times.tolist())
     for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
         for i in range(lo, hi):

@@ -366,11 +366,10 @@ class _PlannedStream:
     marks: HealthMarks | None = None
     rows: HealthRows | None = None
     health_width: int = 0
+    health_values: np.ndarray | None = None  # the series' values the health tracker sees
     clock: "_ClockPlan | None" = None
     side_rows: np.ndarray | None = None  # this stream's rows' positions in the side's feed order
-    side_row_list: list[int] = field(default_factory=list)
-    lists: tuple[list[int], list[int], list[int]] | None = None
-    recv_list: list[int] = field(default_factory=list)
+    lists: tuple[Sequence[int], Sequence[int], Sequence[int]] = ((), (), ())  # for add_planned without rows
     refused_list: list[int] = field(default_factory=list)
     fed: int = 0
     refused_fed: int = 0
@@ -478,12 +477,16 @@ class _Series:
             first = np.searchsorted(times, q - window_ns, side="right")
             has = idx > first
             means = np.full((count, self.width), np.nan)
-            # The live mean's own reduction (rows added in order, then divided), for all windows
-            # of one length at once (reduceat or cumsums round differently).
-            lengths = idx - first
-            for m in np.unique(lengths[has]).tolist():
-                rows = np.flatnonzero(has & (lengths == m))
-                means[rows] = vals[first[rows][:, None] + np.arange(m)].mean(axis=1)
+            # The live mean's own reduction (from 0.0, rows added in order, then divided), for
+            # all windows at once (reduceat or cumsums round differently); longest windows first.
+            rows = np.flatnonzero(has)
+            rows = rows[np.argsort(first[rows] - idx[rows], kind="stable")]
+            start, lengths = first[rows], idx[rows] - first[rows]
+            sums = np.zeros((rows.size, self.width))
+            longer = np.searchsorted(-lengths, -np.arange(int(lengths.max()) if rows.size else 0), side="left")
+            for k, n in enumerate(longer.tolist()):
+                sums[:n] += vals[start[:n] + k]
+            means[rows] = sums / lengths[:, None]
             cache.window_ns = int(window_ns)
             cache.w_need, cache.w_first = idx, first
             cache.w_values = means
@@ -1399,7 +1402,8 @@ class DivergenceEngine:
         self.analysis_count = 0
         self._planned: list[_PlannedStream] = []
         self._grid_plan: _GridPlan | None = None
-        self._tick_cuts: dict[int, tuple[int, ...]] = {}
+        # tick time -> rows of each planned stream, and of each planned side, fed by then
+        self._tick_cuts: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
         self._trimmed_ns: int | None = None
         self._planned_sides: list[tuple[str, list[_PlannedStream]]] = []
 
@@ -1558,8 +1562,8 @@ class DivergenceEngine:
                 return False
             if col.stream not in ("joint_states", "wrench", "ee_pose", "object_pose", "command"):
                 raise ConfigError(f"unknown column stream {col.stream!r}")
-            planned.append(_PlannedStream(col, recv, recv_list=recv.tolist(),
-                                          refused_list=np.asarray(col.refused_recv_ns, dtype=np.int64).tolist()))
+            refused = np.asarray(col.refused_recv_ns, dtype=np.int64).tolist()
+            planned.append(_PlannedStream(col, recv, refused_list=refused))
         for side in SIDES:
             side_cols = [p for p in planned if p.column.side == side and p.column.stream != "command"
                          and p.recv.size]
@@ -1601,9 +1605,12 @@ class DivergenceEngine:
                 p.series.plan_grid(step_ns if col.stream == "joint_states" else self._dt_ns, self._max_gap_ns,
                                    int(self.config.wrench_window_s * 1e9) if col.stream == "wrench" else None)
                 if p.health_width:
-                    p.marks = plan_marks(self.config.features, values[:, :p.health_width])
+                    p.health_values = p.series._buf_v[:, :p.health_width]
+                    p.marks = plan_marks(self.config.features, p.health_values)
                     p.rows = plan_rows(self.config.features, col.stamp_ns, p.recv, mapped)
-                p.lists = (np.asarray(col.stamp_ns, dtype=np.int64).tolist(), p.recv.tolist(), mapped.tolist())
+                    if p.rows is None:
+                        p.lists = (np.asarray(col.stamp_ns, dtype=np.int64).tolist(), p.recv.tolist(),
+                                   mapped.tolist())
                 series[(side, col.stream)] = p.series
         self.joint_names = names
         self._stall_s = np.zeros(j)
@@ -1620,11 +1627,8 @@ class DivergenceEngine:
             if p.health_width:
                 p.health = self._health[(p.column.side, p.column.stream)]
         self._planned = planned
-        for p in planned:
-            if p.side_rows is not None:
-                p.side_row_list = p.side_rows.tolist()
-        self._planned_sides = [(side, [p for p in planned if p.column.side == side and p.clock is not None])
-                               for side in SIDES]
+        self._planned_sides = [(side, plans) for side in SIDES
+                               if (plans := [p for p in planned if p.column.side == side and p.clock is not None])]
         self._grid_plan = _build_grid_plan(self)
         return True
 
@@ -1634,12 +1638,20 @@ class DivergenceEngine:
         what the analysis then reads of the stream trackers (the same values)."""
         ticks = np.asarray(ticks_ns, dtype=np.int64) + (1 if inclusive else 0)
         # The rows each tick feeds, found at once (feed_columns looks them up by time).
-        per_stream = [np.searchsorted(p.recv, ticks, side="left").tolist() for p in self._planned]
-        self._tick_cuts = dict(zip(ticks.tolist(), zip(*per_stream, strict=True), strict=True)) if per_stream else {}
-        for p in self._planned:
+        cuts = [np.searchsorted(p.recv, ticks, side="left") for p in self._planned]
+        of_stream = {id(p): c for p, c in zip(self._planned, cuts, strict=True)}
+        side_cuts = [sum(of_stream[id(p)] for p in plans) for _, plans in self._planned_sides]
+        self._tick_cuts = dict(zip(ticks.tolist(), zip(zip(*[c.tolist() for c in cuts], strict=True),
+                                                       zip(*[c.tolist() for c in side_cuts], strict=True)),
+                                   strict=True)) if cuts and side_cuts else {}
+        for p, counts in zip(self._planned, cuts, strict=True):
+            if p.health is None:
+                continue
+            counts = np.concatenate((counts, [p.recv.size]))
+            if p.rows is not None:
+                p.rows.prepare(counts - 1)
             # The sim side's health reports dropouts only (see _analyse): no jitter statistics.
-            if p.health is not None and p.lists is not None and p.column.side != "sim":
-                counts = np.concatenate((np.searchsorted(p.recv, ticks, side="left"), [p.recv.size]))
+            if p.column.side != "sim":
                 plan_jitter(p.health, np.asarray(p.column.stamp_ns, dtype=np.int64), counts)
 
     @property
@@ -1655,20 +1667,23 @@ class DivergenceEngine:
     def feed_columns(self, before_recv_ns: int | None = None) -> None:
         """Feed every planned row (and refusal) received before ``before_recv_ns`` (None: all)."""
         planned = self._planned
+        # A stream (a side) fed beyond a cut, by an earlier call with a later time, skips it either way.
         known = self._tick_cuts.get(before_recv_ns) if before_recv_ns is not None else None
-        if known is not None and all(hi >= p.fed for p, hi in zip(planned, known)):
-            cuts = known
+        cuts: Sequence[int]
+        side_cuts: Sequence[int] | None = None
+        if known is not None:
+            cuts, side_cuts = known
         else:
-            cuts = [len(p.recv_list) if before_recv_ns is None else bisect_left(p.recv_list, before_recv_ns, p.fed)
-                    for p in planned]
+            cuts = [p.recv.size if before_recv_ns is None
+                    else max(p.fed, int(np.searchsorted(p.recv, before_recv_ns, side="left"))) for p in planned]
         if self.first_recv_ns is None:
             # The first row fed sets the run clock, as the first on_* call would.
             firsts = [int(p.recv[p.fed]) for p, hi in zip(planned, cuts) if hi > p.fed]
             if firsts:
                 self.first_recv_ns = min(firsts)
         for p, hi in zip(planned, cuts):
-            col = p.column
             if p.refused_list:
+                col = p.column
                 refused = p.refused_list
                 r_hi = len(refused) if before_recv_ns is None else bisect_left(refused, before_recv_ns, p.refused_fed)
                 for k in range(p.refused_fed, r_hi):
@@ -1677,26 +1692,21 @@ class DivergenceEngine:
             lo = p.fed
             if hi <= lo:
                 continue
-            if col.stream == "command":
-                for i in range(lo, hi):
-                    start_ns, names, points = col.commands[i]
-                    self.on_command(int(start_ns), int(p.recv[i]), names, points)
-                p.fed = hi
-                continue
-            assert p.series is not None and p.lists is not None and p.clock is not None and p.side_rows is not None
-            p.series.reveal(hi)
-            if col.stream in ("joint_states", "wrench"):
-                p.series.last_recv_ns = p.recv_list[hi - 1]
-            if p.health is not None and p.marks is not None:
-                stamps, recvs, times = p.lists
-                add_planned(p.health, p.marks, lo, hi, stamps, recvs, times, p.series._buf_v[:, :p.health_width],
-                            p.rows)
             p.fed = hi
-        for side, plans in self._planned_sides:
-            fed = [p for p in plans if p.fed]
-            if fed:
-                side_hi = max(p.side_row_list[p.fed - 1] for p in fed) + 1
-                self._clock[side].feed_planned(fed[0].clock, side_hi)  # type: ignore[arg-type]
+            series = p.series
+            if series is None:  # commands
+                for i in range(lo, hi):
+                    start_ns, names, points = p.column.commands[i]
+                    self.on_command(int(start_ns), int(p.recv[i]), names, points)
+                continue
+            series.reveal(hi)
+            if p.health is not None and p.marks is not None and p.health_values is not None:
+                series.last_recv_ns = int(p.recv[hi - 1])
+                add_planned(p.health, p.marks, lo, hi, *p.lists, p.health_values, p.rows)
+        for k, (side, plans) in enumerate(self._planned_sides):
+            # The side's rows received before a time are a prefix of its feed order (plan_columns).
+            fed = sum(p.fed for p in plans) if side_cuts is None else side_cuts[k]
+            self._clock[side].feed_planned(plans[0].clock, fed)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ ticking
     def _streams_seen(self, now_ns: int) -> list[tuple[_Series, int]]:

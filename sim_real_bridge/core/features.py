@@ -463,9 +463,9 @@ class BiasDriftTracker:
 @dataclass
 class HealthMarks:
     """Marks :meth:`StreamHealth.add` would record for a whole stream fed from the start:
-    per mark its row, kind and value, in feed order (``kinds`` and ``values`` lists)."""
+    per mark its row, kind and value, in feed order."""
 
-    rows: np.ndarray
+    rows: list[int]
     kinds: list[str]
     values: list[float]
 
@@ -491,24 +491,26 @@ def plan_marks(config: FeatureConfig, values: np.ndarray) -> HealthMarks:
         return np.where(cond, idx.reshape(shape) - last_false, 0)
 
     repeat_run = run_length(all_same & all_finite)
-    pinned = same & (v != 0) & finite
-    pinned[0] = False
     saturated = np.zeros(n, dtype=bool)
-    if n > 1 and v.shape[1]:
+    # A component repeated in fewer rows than the limit cannot be pinned that long.
+    cols = np.flatnonzero(np.count_nonzero(same, axis=0) >= config.saturation_samples)
+    if n > 1 and cols.size:
+        pinned = same[:, cols] & (v[:, cols] != 0) & finite[:, cols]
         saturated[1:] = ~all_same[1:] & (run_length(pinned).max(axis=1)[1:] >= config.saturation_samples)
     repeat = repeat_run + 1 >= config.frozen_samples
     rows: list[int] = []
     kinds: list[str] = []
     vals: list[float] = []
-    frac = np.mean(~finite, axis=1) if v.shape[1] else np.zeros(n)
-    for i in np.flatnonzero(~all_finite | saturated | repeat).tolist():
+    marked = np.flatnonzero(~all_finite | saturated | repeat)
+    frac = dict(zip(marked.tolist(), np.mean(~finite[marked], axis=1).tolist(), strict=True)) if v.shape[1] else {}
+    for i in marked.tolist():
         if not all_finite[i]:
-            rows.append(i), kinds.append("nonfinite"), vals.append(float(frac[i]))
+            rows.append(i), kinds.append("nonfinite"), vals.append(frac[i])
         if saturated[i]:
             rows.append(i), kinds.append("saturation"), vals.append(1.0)
         if repeat[i]:
             rows.append(i), kinds.append("repeat"), vals.append(float(repeat_run[i] + 1))
-    return HealthMarks(np.asarray(rows, dtype=np.int64), kinds, vals)
+    return HealthMarks(rows, kinds, vals)
 
 
 def plan_jitter(health: StreamHealth, stamps_ns: np.ndarray, counts: np.ndarray) -> None:
@@ -545,19 +547,52 @@ def plan_jitter(health: StreamHealth, stamps_ns: np.ndarray, counts: np.ndarray)
 @dataclass
 class HealthRows:
     """The state :func:`add_planned` leaves after each row of a whole stream fed from a
-    fresh tracker, on columns (see :func:`plan_rows`): lists indexed by row."""
+    fresh tracker, on columns (see :func:`plan_rows`). The deques' contents are lists
+    indexed by row; the scalars are kept as the rows where they change, and
+    :meth:`prepare` turns them into the state after given rows."""
 
     intervals: list[float]  # stamp interval of row i at index i - 1
     delays: list[float]
     appended: list[float]  # what entered the period window, in order
-    appended_after: list[int]  # how many had entered after row i
-    cache: list[float | None]  # period cache after row i
-    since: list[int]
-    last_recv: list[int]
-    last_time: list[int]
-    burst: list[tuple[int, int]]
+    appended_rows: np.ndarray  # the row of each entry
+    cache_rows: np.ndarray  # rows whose gap check refreshed the period cache
+    cache_values: np.ndarray  # the period then
+    stamps: np.ndarray
+    last_recv: np.ndarray  # newest receive time after row i
+    last_time: np.ndarray  # newest monitor time after row i
+    times: np.ndarray  # monitor time of row i
+    burst_rows: np.ndarray  # rows that set the learned delivery silence
+    burst_values: np.ndarray  # (silence_ns, at_ns) set there
     gap_rows: list[int]
     gaps: list[tuple[int, int]]
+    states: dict[int, tuple[int, int, int, int, float | None, int, int, int]] = field(default_factory=dict)
+
+    def prepare(self, rows: np.ndarray) -> None:
+        """Compute :meth:`state` after each of ``rows`` at once."""
+        i = np.unique(np.asarray(rows, dtype=np.int64))
+        i = i[i >= 0]
+        if not i.size:
+            return
+        count = np.searchsorted(self.appended_rows, i, side="right")
+        refresh = np.searchsorted(self.cache_rows, i, side="right") - 1
+        at_refresh = np.concatenate(([0], np.searchsorted(self.appended_rows, self.cache_rows, side="right")))
+        since = count - at_refresh[refresh + 1]
+        cache = np.concatenate(([np.nan], self.cache_values))[refresh + 1]
+        burst = np.searchsorted(self.burst_rows, i, side="right") - 1
+        values = np.concatenate((np.zeros((1, 2), dtype=np.int64), self.burst_values))[burst + 1]
+        periods = [None if c != c else c for c in cache.tolist()]  # NaN: no period learned yet
+        self.states.update(zip(i.tolist(), zip(
+            count.tolist(), self.stamps[i].tolist(), self.last_recv[i].tolist(), self.last_time[i].tolist(), periods,
+            since.tolist(), values[:, 0].tolist(), values[:, 1].tolist(), strict=True), strict=True))
+
+    def state(self, row: int) -> tuple[int, int, int, int, float | None, int, int, int]:
+        """After ``row``: (period window entries, last stamp, last recv, last time, period
+        cache, entries since its refresh, burst silence, burst time)."""
+        state = self.states.get(row)
+        if state is None:
+            self.prepare(np.array([row]))
+            state = self.states[row]
+        return state
 
 
 def _window_medians(values: np.ndarray, ends: np.ndarray, size: int) -> list[float]:
@@ -647,14 +682,10 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
         if restarts > max_restarts:
             return None
         start = int(cand[stop]) + 1  # the dropout interval stays out of the window
-    row_index = np.arange(n)
-    count_after = np.searchsorted(np.asarray(appended_rows, dtype=np.int64), row_index, side="right")
-    refresh_idx = np.searchsorted(np.asarray(cache_rows, dtype=np.int64), row_index, side="right") - 1
+    appended_at = np.asarray(appended_rows, dtype=np.int64)
+    cache_at = np.asarray(cache_rows, dtype=np.int64)
+    refresh_idx = np.searchsorted(cache_at, np.arange(n), side="right") - 1
     cache_arr = np.where(refresh_idx >= 0, np.asarray([np.nan] + cache_values)[refresh_idx + 1], np.nan)
-    counts_at_refresh = np.searchsorted(np.asarray(appended_rows, dtype=np.int64),
-                                        np.asarray(cache_rows, dtype=np.int64), side="right")
-    last_refresh_count = np.where(refresh_idx >= 0, np.concatenate(([0], counts_at_refresh))[refresh_idx + 1], 0)
-    since_arr = count_after - last_refresh_count
     last_time = np.maximum.accumulate(times)
     last_recv = np.maximum.accumulate(recvs)
     # Gaps: from the second row on, once the period is known, against the period after the row's refresh.
@@ -668,45 +699,45 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
             gap_rows.append(r)
             gaps.append((int(last_time[r - 1]), int(times[r])))
     # Delivery bursts: rare candidates, in order.
-    burst = [(0, 0)] * n
+    burst_rows: list[int] = []
+    burst_values: list[tuple[int, int]] = []
     if n > 1:
         silence = recvs[1:] - last_recv[:-1]
         dstamp = stamps[1:] - stamps[:-1]
         maybe = np.flatnonzero((silence > 4 * dstamp) & (4 * dstamp > 0)) + 1
         burst_ns, burst_at = 0, 0
-        prev = 0
         memory_s = config.burst_memory_s
         for r in maybe.tolist():
-            burst[prev:r] = [(burst_ns, burst_at)] * (r - prev)
             recv, sil = int(recvs[r]), int(silence[r - 1])
             decayed = 0
             if burst_ns:
                 decayed = int(burst_ns * 0.5 ** ((max(0, recv - burst_at) * 1e-9) / memory_s))
             if sil > decayed:
                 burst_ns, burst_at = sil, recv
-            prev = r
-        burst[prev:] = [(burst_ns, burst_at)] * (n - prev)
-    cache_list = [None if c != c else c for c in cache_arr.tolist()]  # NaN: no period learned yet
+                burst_rows.append(r)
+                burst_values.append((burst_ns, burst_at))
     return HealthRows(
         intervals=ds.tolist(), delays=((recvs - stamps).astype(np.float64) * 1e-9).tolist(), appended=appended,
-        appended_after=count_after.tolist(), cache=cache_list, since=since_arr.tolist(),
-        last_recv=last_recv.tolist(), last_time=last_time.tolist(), burst=burst, gap_rows=gap_rows, gaps=gaps,
+        appended_rows=appended_at, cache_rows=cache_at, cache_values=np.asarray(cache_values, dtype=np.float64),
+        stamps=stamps, last_recv=last_recv, last_time=last_time, times=times,
+        burst_rows=np.asarray(burst_rows, dtype=np.int64),
+        burst_values=np.asarray(burst_values, dtype=np.int64).reshape(-1, 2), gap_rows=gap_rows, gaps=gaps,
     )
 
 
-def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stamps: list[int], recvs: list[int],
-                times: list[int], values: np.ndarray, rows: HealthRows | None = None) -> None:
+def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stamps: Sequence[int],
+                recvs: Sequence[int], times: Sequence[int], values: np.ndarray, rows: HealthRows | None = None) -> None:
     """Feed rows lo..hi-1 of a planned stream: the same state as ``add`` per row.
 
-    ``stamps``, ``recvs`` and ``times`` are whole-stream lists, ``values`` the rows; the
-    stream's times must be non-decreasing (then trimming once per block equals trimming
-    per row). ``rows`` (from :func:`plan_rows`, the stream fed from a fresh tracker and
-    only through here) gives the state after row hi - 1 directly.
+    ``values`` are the stream's rows; its times must be non-decreasing (then trimming
+    once per block equals trimming per row). ``rows`` (from :func:`plan_rows`, the stream
+    fed from a fresh tracker and only through here) gives the state after row hi - 1
+    directly; else the whole-stream lists ``stamps``, ``recvs`` and ``times`` are fed.
     """
     if hi <= lo:
         return
     if rows is not None and health.sample_count == lo:
-        _add_rows(health, marks, lo, hi, stamps, recvs, times, values, rows)
+        _add_rows(health, marks, lo, hi, values, rows)
         return
     cfg = health.config
     dropout, min_period, memory_s = cfg.dropout_periods, cfg.min_period_s, cfg.burst_memory_s
@@ -757,34 +788,37 @@ def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stam
     health._period_cache, health._since_period = cache, since
     health._burst_silence_ns, health._burst_at_ns = burst_ns, burst_at
     health.sample_count += hi - lo
-    a, b = np.searchsorted(marks.rows, [lo, hi]).tolist()
+    a, b = bisect_left(marks.rows, lo), bisect_left(marks.rows, hi)
     for k in range(a, b):
-        health._marks.append((times[int(marks.rows[k])], marks.kinds[k], marks.values[k]))
+        health._marks.append((times[marks.rows[k]], marks.kinds[k], marks.values[k]))
     health._last_values = values[hi - 1]
     health._trim(times[hi - 1])
 
 
-def _add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stamps: list[int], recvs: list[int],
-              times: list[int], values: np.ndarray, rows: HealthRows) -> None:
+def _add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, values: np.ndarray,
+              rows: HealthRows) -> None:
     """:func:`add_planned` from the planned per-row state (same deques, same scalars)."""
-    if lo == 0:
-        health._first_recv_ns = recvs[0]
+    states = rows.states  # filled by prepare; state() computes the others
+    count, stamp, last_recv, last_time, cache, since, burst_ns, burst_at = states.get(hi - 1) or rows.state(hi - 1)
+    before = 0
+    if lo:
+        before = (states.get(lo - 1) or rows.state(lo - 1))[0]
+    else:
+        health._first_recv_ns = int(rows.last_recv[0])
     health._stamp_intervals_s.extend(rows.intervals[max(lo, 1) - 1:hi - 1])
     health._delays_s.extend(rows.delays[lo:hi])
-    before = rows.appended_after[lo - 1] if lo else 0
-    health._intervals_s.extend(rows.appended[before:rows.appended_after[hi - 1]])
-    last = hi - 1
-    health._last_stamp_ns = stamps[last]
-    health._last_recv_ns, health._last_time_ns = rows.last_recv[last], rows.last_time[last]
-    health._period_cache, health._since_period = rows.cache[last], rows.since[last]
-    health._burst_silence_ns, health._burst_at_ns = rows.burst[last]
+    health._intervals_s.extend(rows.appended[before:count])
+    health._last_stamp_ns, health._last_recv_ns, health._last_time_ns = stamp, last_recv, last_time
+    health._period_cache, health._since_period = cache, since
+    health._burst_silence_ns, health._burst_at_ns = burst_ns, burst_at
     if rows.gap_rows:
         a, b = bisect_left(rows.gap_rows, lo), bisect_left(rows.gap_rows, hi)
         health._gaps.extend(rows.gaps[a:b])
     health.sample_count += hi - lo
-    if marks.rows.size:
-        a, b = np.searchsorted(marks.rows, [lo, hi]).tolist()
+    if marks.rows:
+        a, b = bisect_left(marks.rows, lo), bisect_left(marks.rows, hi)
         for k in range(a, b):
-            health._marks.append((times[int(marks.rows[k])], marks.kinds[k], marks.values[k]))
+            health._marks.append((int(rows.times[marks.rows[k]]), marks.kinds[k], marks.values[k]))
     health._last_values = values[hi - 1]
-    health._trim(times[hi - 1])
+    if health._marks or health._gaps:
+        health._trim(last_time)

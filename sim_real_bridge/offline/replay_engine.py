@@ -410,22 +410,26 @@ def _plan_columns(engine: DivergenceEngine, config: intake.IntakeConfig, streams
             raise ConfigError(f"unknown stream type {type(stream).__name__}")
         if values.shape[0] != recv.size:
             raise ConfigError(f"stream {k} ({stream.side} {name}): {values.shape[0]} rows for {recv.size} times")
-        accepted = reasons == ""
+        refused = reasons != ""
         topic = topic_names.get(topic_key, f"{topic_key[0]}/{topic_key[1]}")
+        refused_rows = np.flatnonzero(refused)
+        accepted_rows = np.flatnonzero(~refused)
+        refused_recv = recv[refused_rows]
+        if refused_rows.size:
+            recv, seq, stamps, values, flagged = (a[accepted_rows] for a in (recv, seq, stamps, values, flagged))
+        backwards = np.zeros(stamps.size, dtype=bool)
+        backwards[1:] = stamps[1:] < stamps[:-1]
+        problem = flagged | backwards
         # Problems in row order, as the row-by-row loop counts them.
-        acc_stamps = stamps[accepted]
-        backwards = np.zeros(acc_stamps.size, dtype=bool)
-        backwards[1:] = acc_stamps[1:] < acc_stamps[:-1]
-        row_problem = np.full(recv.size, "", dtype=object)
-        row_problem[~accepted] = reasons[~accepted]
-        acc_problem = np.where(flagged[accepted], validation.NON_FINITE,
-                               np.where(backwards, validation.STAMP_BACKWARDS, ""))
-        row_problem[accepted] = acc_problem
-        _count(problems, topic, [r for r in row_problem.tolist() if r])
+        found = sorted([
+            *zip(accepted_rows[problem].tolist(),
+                 np.where(flagged[problem], validation.NON_FINITE, validation.STAMP_BACKWARDS).tolist(), strict=True),
+            *zip(refused_rows.tolist(), reasons[refused_rows].tolist(), strict=True)])
+        _count(problems, topic, [reason for _, reason in found])
         columns.append(ColumnStream(
-            stream.side, name, recv[accepted], seq[accepted], stamps[accepted], values[accepted],
+            stream.side, name, recv, seq, stamps, values,
             names=tuple(stream.names) if isinstance(stream, JointStream) else (),
-            refused_recv_ns=recv[~accepted], refused_reasons=reasons[~accepted].tolist(),
+            refused_recv_ns=refused_recv, refused_reasons=reasons[refused_rows].tolist(),
         ))
     if not engine.plan_columns(columns):
         return None
