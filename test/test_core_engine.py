@@ -125,6 +125,24 @@ def test_nan_burst_is_a_sensor_event_only() -> None:
     assert summary["events"][0]["start_s"] == pytest.approx(2.9, abs=0.2)
 
 
+def test_infinite_inputs_are_a_sensor_event_without_numpy_warnings() -> None:
+    import warnings
+
+    msgs = make_streams(duration_s=6.0)
+    for m in msgs:
+        t_ns = m["stamp_ns"] - (REAL_OFFSET_NS if m.get("side") == "real" else 0)
+        if m["type"] in ("joint_state", "wrench") and 3.0e9 <= t_ns < 3.5e9:
+            # Both sides infinite at once: residuals and motion checks meet inf - inf.
+            if m["type"] == "joint_state":
+                m["q_rad"] = np.full(7, np.inf)
+            else:
+                m["force_n"] = np.array([np.inf, 0.0, -np.inf])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # inf - inf is NaN by design, not a warning
+        _, _, summary = run(msgs)
+    assert [(e["category"], e["kind"]) for e in summary["events"]] == [("sensor", "nonfinite")]
+
+
 def test_clock_reset_is_counted_without_false_events() -> None:
     engine, outputs, summary = run(make_streams(reset_at_s=4.0))
     assert summary["timing"]["clock_resets"] == 1

@@ -1746,7 +1746,10 @@ class DivergenceEngine:
                 # Advance first: an analysis cut short (Ctrl-C lands anywhere) is never repeated.
                 self._next_t_ns = t + self._dt_ns
                 analysed = True
-                self._analyse(t)
+                # Infinite inputs (flagged and counted at intake) make inf - inf: NaN by design,
+                # kept out of the residuals by the validity masks, not a warning on stderr.
+                with np.errstate(invalid="ignore"):
+                    self._analyse(t)
             if analysed and (self._trimmed_ns is None or self._next_t_ns - self._trimmed_ns >= TRIM_EVERY_NS):
                 # Histories are trimmed now and then (buffer_s is far longer than any query reaches).
                 self._trimmed_ns = self._next_t_ns
