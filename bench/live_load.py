@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Live load: the divergence_monitor against a bare rclpy subscriber at 4 x 1 kHz.
 
-One run, three processes besides this one:
+One run, four processes besides this one:
 
 - a publisher playing both robots: ``/sim`` and ``/real`` 7-joint ``joint_states`` and
   ``wrench``, each at 1 kHz (4000 messages/s), stamped on an exact 1 kHz grid of the
@@ -10,7 +10,10 @@ One run, three processes besides this one:
   published and the rate it achieved;
 - a bare rclpy subscriber on the same four topics with the monitor's input QoS
   (best effort, depth 500), which only counts messages: the baseline;
-- the monitor itself (``python -m sim_real_bridge.nodes.divergence_monitor``).
+- the monitor itself (``python -m sim_real_bridge.nodes.divergence_monitor``);
+- while the monitor listens, a probe that sleeps 2 ms at a time and counts the sleeps
+  the machine held more than 5 ms longer (``machine_stalls``): stalls of the machine
+  itself, which no figure of the monitor's can be read without on a shared host.
 
 The publisher runs twice for the same duration, once with the baseline listening and
 once with the monitor; each listener's CPU time (user + system, from
@@ -51,6 +54,7 @@ REPO = Path(__file__).resolve().parent.parent
 TOPICS = ("/sim/joint_states", "/real/joint_states", "/sim/wrench", "/real/wrench")
 N_JOINTS = 7
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+STALL_MS = 5.0  # a sleep held this much longer than asked counts as a machine stall
 
 
 def _env() -> dict[str, str]:
@@ -183,6 +187,24 @@ def run_bare() -> None:
     print(json.dumps({"received": counts}), flush=True)
 
 
+def run_probe(duration_s: float) -> None:
+    """Role ``probe``: sleep 2 ms at a time for duration_s and report how much longer the
+    machine held each sleep. A stall seen here is the machine's (the host descheduled it,
+    or every core was busy), not the monitor's: its latency figures read against this."""
+    sleep_s, stalls_ms, samples = 0.002, [], 0
+    end = time.monotonic() + duration_s
+    while time.monotonic() < end:
+        start = time.monotonic()
+        time.sleep(sleep_s)
+        late_ms = (time.monotonic() - start - sleep_s) * 1e3
+        samples += 1
+        if late_ms > STALL_MS:
+            stalls_ms.append(late_ms)
+    print(json.dumps({"probe": {"samples": samples, f"stalls_over_{STALL_MS:g}ms": len(stalls_ms),
+                                "stall_max_ms": max(stalls_ms, default=0.0),
+                                "stalled_s": sum(stalls_ms) * 1e-3}}), flush=True)
+
+
 # ------------------------------------------------------------------ orchestration
 def _start(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     # stderr to a file: a full pipe would block a chatty child.
@@ -300,7 +322,10 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
         time.sleep(3.0)  # start-up and discovery
         watching.set()
         pub_times_path = str(Path(out_dir) / "pub_times.npy")
+        probe = _start([__file__, "--role", "probe", "--duration-s", str(duration_s)], env)
         monitor_run = _publish_and_measure(monitor.pid, duration_s, rate_hz, env, pub_times_path)
+        machine = _read_json_line(probe, "probe", 30.0)["probe"]
+        probe.wait(timeout=10)
         pub_times = np.load(pub_times_path)
         time.sleep(2.5)  # let the last /diagnostics (1 Hz) report the final counts
         watching.clear()
@@ -363,6 +388,7 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
         "target_rate_hz": rate_hz,
         # Other processes share the cores: the figures above depend on this.
         "load_average_1min": {"before": load_before, "after": os.getloadavg()[0]},
+        "machine_stalls": machine,
         "duration_s": duration_s,
         "monitor_exit": monitor.returncode,
         "monitor_events": [{k: e.get(k) for k in ("action", "category", "kind", "start_s", "evidence")}
@@ -384,13 +410,17 @@ def main() -> int:
     parser.add_argument("--monitor-param", action="append", default=[], metavar="NAME:=VALUE",
                         help="extra monitor parameter (repeatable)")
     parser.add_argument("--pub-times", default="", help=argparse.SUPPRESS)
-    parser.add_argument("--role", choices=("bench", "publisher", "bare"), default="bench", help=argparse.SUPPRESS)
+    parser.add_argument("--role", choices=("bench", "publisher", "bare", "probe"), default="bench",
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role == "publisher":
         run_publisher(args.duration_s, args.rate_hz, args.pub_times or None)
         return 0
     if args.role == "bare":
         run_bare()
+        return 0
+    if args.role == "probe":
+        run_probe(args.duration_s)
         return 0
     result = run_bench(args.duration_s, args.rate_hz, args.monitor_param)
     result["monitor_params"] = args.monitor_param
