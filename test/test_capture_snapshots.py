@@ -358,3 +358,28 @@ def test_background_capture_writes_off_the_calling_thread_and_logs_the_same(stor
     gate.set()
     done = stuck.close()
     assert len(list_snapshots(tmp_path / "run2" / "snapshots")) == n, done
+
+
+def test_a_log_that_fails_on_the_writer_thread_reports_with_the_snapshot(store, tmp_path, monkeypatch):
+    from sim_real_bridge.capture.failure_capture import FailureCapture
+    from sim_real_bridge.errors import SnapshotError
+
+    capture = FailureCapture(tmp_path / "run", store, pre_s=0.5, post_s=0.0, background=True)
+    real_append = capture.log.append
+
+    def full_disk(entry):
+        if entry.get("type") == "snapshot":
+            raise SnapshotError("event log run/events.jsonl: No space left on device")
+        return real_append(entry)
+
+    monkeypatch.setattr(capture.log, "append", full_disk)
+    results = []
+    for topic, msgtype, recv_ns, raw in stream(store, duration_s=1.5):
+        capture.add_message(topic, msgtype, recv_ns, raw)
+        if recv_ns >= T0 + S and not capture.snapshots._requests and not results:
+            capture.record_event({"id": "e1", "category": "sensor"}, recv_ns)
+        results += capture.poll(recv_ns)
+    results += capture.close()
+    assert [(r.request.event_id, str(r.error)) for r in results] == [
+        ("e1", "event log run/events.jsonl: No space left on device")]
+    assert results[0].path.is_file()  # the snapshot itself was written

@@ -31,6 +31,7 @@ from sim_real_bridge.capture.snapshots import (
     SnapshotResult,
     SnapshotWriter,
 )
+from sim_real_bridge.errors import SnapshotError
 
 SNAPSHOT_DIR = "snapshots"
 EVENT_LOG = "events.jsonl"
