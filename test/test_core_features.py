@@ -371,3 +371,17 @@ def test_flags_equal_the_rules_applied_in_full_per_message_and_planned(seed: int
     for rule in _RULES:
         assert any(_reference_flags(row, t, *args, rules=_RULES - {rule})[0] != want[0] for t, args, want in queries
                    if args[1] is not None), rule
+
+
+def test_planned_rows_refuse_a_tracker_fed_outside_the_plan() -> None:
+    from sim_real_bridge.core.features import add_planned, plan_marks, plan_rows
+
+    cfg = FeatureConfig()
+    stamps, recvs, times, values = _pathological_stream(1)
+    rows = plan_rows(cfg, stamps, recvs, times)
+    assert rows is not None
+    health = StreamHealth(cfg, "real/joint_states")
+    health.add(int(stamps[0]), int(recvs[0]), int(times[0]), values[0])
+    with pytest.raises(ConfigError, match=r"planned rows of stream 'real/joint_states' fed from row 0, "
+                                          r"but its tracker holds 1 samples: it was fed outside the plan"):
+        add_planned(health, plan_marks(cfg, values), 0, 10, (), (), (), values, rows)

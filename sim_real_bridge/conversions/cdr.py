@@ -17,7 +17,7 @@ import functools
 import math
 import struct
 from types import SimpleNamespace
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -259,6 +259,17 @@ def _scalars(records: Sequence[Any], *names: str, dtype: Any = float) -> np.ndar
     return np.column_stack([np.array([getattr(r, name) for r in records], dtype=dtype) for name in names])
 
 
+def _batch(records: Sequence[Any], write_one: Callable[..., bytes], frame_id: str,
+           ) -> tuple[bytes, dict[str, list[int]], np.ndarray] | None:
+    """(template, its field marks, stamp bytes) for records of one layout worth filling in
+    a batch; None: too few, or a stamp beyond int32 seconds (write them one by one)."""
+    stamps = _stamp_bytes([r.stamp_ns for r in records])
+    if len(records) < _MIN_BATCH or stamps is None:
+        return None
+    marks: dict[str, list[int]] = {}
+    return write_one(records[0], frame_id, marks), marks, stamps
+
+
 def joint_divergence_cdr_many(records: Sequence[Any], frame_id: str = "") -> list[bytes]:
     """:func:`joint_divergence_cdr` of many records at once (same bytes): records of one
     layout (joint names and array lengths) are filled into one template with numpy."""
@@ -270,13 +281,12 @@ def joint_divergence_cdr_many(records: Sequence[Any], frame_id: str = "") -> lis
         groups.setdefault(key, []).append(i)
     for rows in groups.values():
         picked = [records[i] for i in rows]
-        stamps = _stamp_bytes([r.stamp_ns for r in picked])
-        if len(rows) < _MIN_BATCH or stamps is None:
+        batch = _batch(picked, joint_divergence_cdr, frame_id)
+        if batch is None:
             for i in rows:
                 out[i] = joint_divergence_cdr(records[i], frame_id)
             continue
-        marks: dict[str, list[int]] = {}
-        template = joint_divergence_cdr(picked[0], frame_id, marks)
+        template, marks, stamps = batch
         n = len(rows)
         fields = [(marks["stamp"][0], stamps)]
         for name in ("position_residual_rad", "velocity_residual_rad_s", "effort_residual"):
@@ -313,11 +323,10 @@ _CONTACT_VECTORS = ("sim_force_n", "sim_torque_nm", "real_force_n", "real_torque
 
 def contact_residual_cdr_many(records: Sequence[Any], frame_id: str = "") -> list[bytes]:
     """:func:`contact_residual_cdr` of many records at once (same bytes)."""
-    stamps = _stamp_bytes([r.stamp_ns for r in records])
-    if len(records) < _MIN_BATCH or stamps is None:
+    batch = _batch(records, contact_residual_cdr, frame_id)
+    if batch is None:
         return [contact_residual_cdr(r, frame_id) for r in records]
-    marks: dict[str, list[int]] = {}
-    template = contact_residual_cdr(records[0], frame_id, marks)
+    template, marks, stamps = batch
     n = len(records)
     values = np.hstack([_stack(records, name, 3) for name in _CONTACT_VECTORS] + [
         _scalars(records, "force_residual_norm_n", "torque_residual_norm_nm")])
@@ -347,11 +356,10 @@ def _xyzw(wxyz: np.ndarray) -> np.ndarray:
 
 def pose_divergence_cdr_many(records: Sequence[Any], frame_id: str = "world") -> list[bytes]:
     """:func:`pose_divergence_cdr` of many records at once (same bytes)."""
-    stamps = _stamp_bytes([r.stamp_ns for r in records])
-    if len(records) < _MIN_BATCH or stamps is None:
+    batch = _batch(records, pose_divergence_cdr, frame_id)
+    if batch is None:
         return [pose_divergence_cdr(r, frame_id) for r in records]
-    marks: dict[str, list[int]] = {}
-    template = pose_divergence_cdr(records[0], frame_id, marks)
+    template, marks, stamps = batch
     n = len(records)
     ee = np.hstack([
         _stack(records, "sim_ee_position_m", 3), _xyzw(_stack(records, "sim_ee_orientation_wxyz", 4)),

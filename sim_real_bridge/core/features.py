@@ -733,10 +733,17 @@ def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stam
     once per block equals trimming per row). ``rows`` (from :func:`plan_rows`, the stream
     fed from a fresh tracker and only through here) gives the state after row hi - 1
     directly; else the whole-stream lists ``stamps``, ``recvs`` and ``times`` are fed.
+
+    Raises:
+        ConfigError: ``rows`` given for a tracker that was fed other samples too (the
+            engine builds no whole-stream lists for a stream ``plan_rows`` planned).
     """
     if hi <= lo:
         return
-    if rows is not None and health.sample_count == lo:
+    if rows is not None:
+        if health.sample_count != lo:
+            raise ConfigError(f"planned rows of stream {health.name!r} fed from row {lo}, but its tracker holds "
+                              f"{health.sample_count} samples: it was fed outside the plan")
         _add_rows(health, marks, lo, hi, values, rows)
         return
     cfg = health.config
@@ -798,11 +805,10 @@ def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stam
 def _add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, values: np.ndarray,
               rows: HealthRows) -> None:
     """:func:`add_planned` from the planned per-row state (same deques, same scalars)."""
-    states = rows.states  # filled by prepare; state() computes the others
-    count, stamp, last_recv, last_time, cache, since, burst_ns, burst_at = states.get(hi - 1) or rows.state(hi - 1)
+    count, stamp, last_recv, last_time, cache, since, burst_ns, burst_at = rows.state(hi - 1)
     before = 0
     if lo:
-        before = (states.get(lo - 1) or rows.state(lo - 1))[0]
+        before = rows.state(lo - 1)[0]
     else:
         health._first_recv_ns = int(rows.last_recv[0])
     health._stamp_intervals_s.extend(rows.intervals[max(lo, 1) - 1:hi - 1])
