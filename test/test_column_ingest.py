@@ -295,3 +295,13 @@ def test_planned_columns_fed_at_any_times_leave_the_per_message_state() -> None:
             feeders[sorted_ids[n]](sorted_rows[n], sorted_recv[n])
             n += 1
         assert _state(planned) == _state(by_row), t
+
+
+def test_a_plan_row_fills_every_slot_of_the_per_tick_reads_in_order() -> None:
+    from sim_real_bridge.core.engine import _Pure
+
+    names = _Pure.__slots__
+    pure = _Pure.from_row(tuple(range(len(names))))
+    assert [getattr(pure, name) for name in names] == list(range(len(names)))
+    with pytest.raises(ValueError):
+        _Pure.from_row(tuple(range(len(names) - 1)))

@@ -188,7 +188,7 @@ class DelayFit:
     fit_rms_rad: float = 0.0
 
 
-@dataclass
+@dataclass(slots=True)
 class TickFeatures:
     """Everything attribution looks at for one analysis time (filled by the engine).
 
@@ -248,7 +248,7 @@ def _norm(v: np.ndarray) -> float:
 
 def _ramp(value: float, threshold: float) -> float:
     """0.5 at threshold, 1.0 at twice the threshold, linear; 0 for non-finite input."""
-    if not np.isfinite(value) or threshold <= 0:
+    if not math.isfinite(value) or threshold <= 0:
         return 0.0
     return float(min(1.0, max(0.0, 0.5 * value / threshold)))
 
@@ -296,7 +296,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
         # unmodelled obstacle: the tool is pushed off its path by a force the sim lacks
         vertical = ext_n > 0 and abs(ext[2]) / ext_n >= cfg.payload_vertical_cos
         ee_needed = cfg.obstacle_vertical_ee_error_m if vertical else cfg.obstacle_ee_error_m
-        if (f.wrench_valid and felt and ext_n >= cfg.human_force_n and np.isfinite(f.ee_error_m)
+        if (f.wrench_valid and felt and ext_n >= cfg.human_force_n and math.isfinite(f.ee_error_m)
                 and f.ee_error_m >= ee_needed):
             scores["unauthored"] = max(_ramp(ext_n, cfg.human_force_n), _ramp(f.ee_error_m, ee_needed))
             kinds["unauthored"] = "obstacle"
@@ -352,7 +352,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             evidence["unauthored"] = {"stalled": ",".join(f.stalled_joints), "stall_s": f"{f.stall_s:.2f}"}
         untouched = (not f.real_contact and not (f.real_tool_object_m < cfg.object_touch_m)
                      and not (f.sim_object_speed_m_s > cfg.object_still_m_s))
-        if (np.isfinite(f.object_error_m) and np.isfinite(f.object_error_speed_m_s) and free and untouched
+        if (math.isfinite(f.object_error_m) and math.isfinite(f.object_error_speed_m_s) and free and untouched
                 and scores["unauthored"] < cfg.active_score and f.object_error_m >= cfg.object_error_m
                 and f.object_error_speed_m_s >= cfg.object_slip_speed_m_s):
             # the real object moves away from the sim's while nothing the sim models touches it

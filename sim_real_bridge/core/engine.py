@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
@@ -765,6 +765,8 @@ class _ClockMap:
     @property
     def spread_s(self) -> float:
         """Std of the delivery delay over recent samples (refreshed every 100 samples)."""
+        if self._spread_cache is not None and self._count - self._spread_at < 100:
+            return self._spread_cache  # (delays are never dropped: once over 2, always)
         plan = self._plan
         if plan is not None and plan.synced < plan.fed:
             # Planned rows not synced yet. A plan is made for a fresh map only, so every
@@ -809,6 +811,19 @@ class _Pure:
                  "res", "q_sq", "eff_sq", "q_abs", "q_sq_sum", "joint_record", "world_sim_ok", "world_real_ok",
                  "raw_force", "torque_res", "force_norm", "contact_force_res", "contact_force_norm",
                  "torque_norm", "stalling", "slow_real", "ee_both", "obj_both", "energy")
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> "_Pure":
+        """A _Pure from one row of the grid plan's columns, values in ``__slots__`` order
+        (one unpacking: setting the slots one by one cost more than the rest of the read)."""
+        p = cls.__new__(cls)
+        (p.sim_row, p.real_row, p.joints_valid, p.ee_sim, p.ee_real, p.obj_sim, p.obj_real, p.ee_err,
+         p.ee_err_norm, p.tip_sim, p.tip_real, p.obj_err, p.obj_tool_err, p.real_tool_object_m,
+         p.sim_obj_speed, p.sim_w, p.real_w, p.wrench_valid, p.world_sim, p.world_real, p.frame, p.moving,
+         p.res, p.q_sq, p.eff_sq, p.q_abs, p.q_sq_sum, p.joint_record, p.world_sim_ok, p.world_real_ok,
+         p.raw_force, p.torque_res, p.force_norm, p.contact_force_res, p.contact_force_norm,
+         p.torque_norm, p.stalling, p.slow_real, p.ee_both, p.obj_both, p.energy) = row
+        return p
 
 
 def _grid_rows(g: _GridCache, times_ns: np.ndarray, window: bool = False,
@@ -863,6 +878,7 @@ class _GridPlan:
         self._block = -1
         self.checks: list[tuple[_Series, list[int], list[int]]] = []
         self.columns: dict[str, Any] | None = None
+        self.rows: list[tuple[Any, ...]] | None = None  # the columns row by row, made when first served
         self.empty: list[_Series] = []
         # grid index -> ((fit, counted), [(series, rows needed, first row needed)]) of the block
         self.fits: dict[int, tuple[tuple[Any, bool], list[tuple[_Series, int, int]]]] = {}
@@ -870,6 +886,7 @@ class _GridPlan:
     def _load(self, block: int) -> None:
         """Build the columns and fits of one block of grid times (replacing the previous block)."""
         self._block = block
+        self.rows = None
         lo = block * self.block_ticks
         hi = min(self.size, lo + self.block_ticks)
         times = self.t0_ns + np.arange(lo, hi, dtype=np.int64) * self.dt_ns
@@ -905,12 +922,11 @@ class _GridPlan:
         for series in self.empty:
             if len(series):
                 return None
-        c = self.columns
-        p = _Pure()
-        for name in _Pure.__slots__:
-            setattr(p, name, c[name][i])  # type: ignore[index]
+        if self.rows is None:
+            c = self.columns
+            self.rows = list(zip(*(c[name] for name in _Pure.__slots__)))  # type: ignore[index]
         self.served += 1
-        return p
+        return _Pure.from_row(self.rows[i])
 
     def fit_at(self, t_ns: int) -> tuple[Any, bool] | None:
         """``engine._fit_at(t_ns)`` when planned and determined by the visible rows, else None."""
@@ -1380,6 +1396,7 @@ class DivergenceEngine:
         self._last_fit_ns: int | None = None
         self._fit_delays = np.empty(2001)  # the latest fitted delays (s), _fit_delays_n of them
         self._fit_delays_n = 0
+        self._fit_delays_sorted: list[float] = []  # the same delays in order, for the median
         self._latency_cache: tuple[int, tuple[float, float]] | None = None
         self._fit_count = 0
         self._next_pose_ns: int | None = None
@@ -2030,7 +2047,12 @@ class DivergenceEngine:
 
         # smoothed residual magnitudes
         if joints_valid:
-            self._res_sq = self._smooth(self._res_sq, p.q_sq, dt_s)
+            if self._res_sq is not None and math.isfinite(p.q_sq_sum):
+                # Every square finite (their sum is): _smooth's common case, without its check.
+                alpha = min(1.0, dt_s / cfg.smooth_tau_s)
+                self._res_sq = (1 - alpha) * self._res_sq + alpha * p.q_sq
+            else:
+                self._res_sq = self._smooth(self._res_sq, p.q_sq, dt_s)
             self._eff_sq = self._smooth(self._eff_sq, p.eff_sq, dt_s)
         joint_residual = math.sqrt(self._res_sq.max()) if self._res_sq is not None else 0.0
         effort_residual = math.sqrt(self._eff_sq.max()) if self._eff_sq is not None else 0.0
@@ -2055,7 +2077,9 @@ class DivergenceEngine:
 
         # stalled joints
         stalled: tuple[str, ...] = ()
-        if joints_valid and self._stall_s is not None:
+        if joints_valid and self._stall_s is not None and (
+                p.stalling.any() or self._stall_s.any() or cfg.attribution.stall_min_s <= 0):
+            # (Nothing stalling and no stall time: the update below leaves all zeros.)
             # A stalled joint stays stalled until it moves again (the sim may pass by it).
             latched = (self._stall_s >= cfg.attribution.stall_min_s) & p.slow_real
             self._stall_s = np.where(p.stalling | latched, self._stall_s + dt_s, 0.0)
@@ -2087,11 +2111,11 @@ class DivergenceEngine:
                 for fl in h.flags(t, other_moving=other_moving.get(topic, True), now_ns=self._last_tick_ns,
                                   twin=twin if twin.sample_count else None,
                                   siblings=(sibling,) if sibling.sample_count else (), dropout_only=side == "sim"):
-                    if fl.active:
-                        fl = HealthFlag(fl.name, True, fl.severity, {"stream": f"{side}/{topic}", **fl.evidence})
-                    flags.append(fl)
+                    if fl.active:  # attribution reads the active flags only
+                        flags.append(HealthFlag(fl.name, True, fl.severity,
+                                                {"stream": f"{side}/{topic}", **fl.evidence}))
 
-        if any(fl.active and fl.name in ("dropout", "nonfinite", "frozen", "stamp_jitter") for fl in flags):
+        if any(fl.name in ("dropout", "nonfinite", "frozen", "stamp_jitter") for fl in flags):
             self._last_untrusted_ns = t
         since_untrusted = (t - self._last_untrusted_ns) * 1e-9 if self._last_untrusted_ns is not None else float("inf")
         cmd_age = (t - self._last_command_ns) * 1e-9 if self._last_command_ns is not None else float("inf")
@@ -2220,10 +2244,12 @@ class DivergenceEngine:
             n = self._fit_delays_n
             self._fit_delays[n] = fit.delay_s
             self._fit_delays_n = n = n + 1
+            insort(self._fit_delays_sorted, float(fit.delay_s))
             self._fit_count += 1
             if n > 2000:
                 self._fit_delays[:n - 1000] = self._fit_delays[1000:n].copy()
                 self._fit_delays_n = n - 1000
+                self._fit_delays_sorted = sorted(self._fit_delays[:n - 1000].tolist())
         return fit
 
     def _fit_query(self, t_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -2258,7 +2284,11 @@ class DivergenceEngine:
         # Asked at every analysis time; the delays change only when a fit adds one.
         if self._latency_cache is None or self._latency_cache[0] != self._fit_count:
             arr = self._fit_delays[:self._fit_delays_n]
-            self._latency_cache = (self._fit_count, (float(np.median(arr)), float(np.std(arr))))
+            # np.median's value (the middle one, or the mean of the middle two) without its partition.
+            ordered = self._fit_delays_sorted
+            mid = len(ordered) // 2
+            median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+            self._latency_cache = (self._fit_count, (median, float(np.std(arr))))
         return self._latency_cache[1]
 
     def _offset(self) -> tuple[float, float]:
