@@ -305,3 +305,17 @@ def test_a_plan_row_fills_every_slot_of_the_per_tick_reads_in_order() -> None:
     assert [getattr(pure, name) for name in names] == list(range(len(names)))
     with pytest.raises(ValueError):
         _Pure.from_row(tuple(range(len(names) - 1)))
+
+
+def test_rotation_angles_on_columns_equal_the_per_tick_ones() -> None:
+    from sim_real_bridge.core.engine import _quat_angle, _quat_angle_rows
+
+    rng = np.random.default_rng(3)
+    q1, q2 = rng.normal(size=(200, 4)), rng.normal(size=(200, 4))
+    q2[:50] = q1[:50] * rng.uniform(0.5, 2.0, size=(50, 1))  # the same rotation: dot may round past 1
+    q1[60], q2[61], q1[62] = np.nan, np.inf, 0.0
+    rows = _quat_angle_rows(q1, q2)
+    for k in range(200):
+        one = _quat_angle(q1[k], q2[k])
+        assert rows[k] == one or (np.isnan(rows[k]) and np.isnan(one)), k
+    assert np.isnan(rows[60]) and np.isnan(rows[61]) and np.isnan(rows[62])

@@ -810,7 +810,9 @@ class _Pure:
                  # derived from the above (``_derive``): residuals, their squares, norms and masks
                  "res", "q_sq", "eff_sq", "q_abs", "q_sq_sum", "joint_record", "world_sim_ok", "world_real_ok",
                  "raw_force", "torque_res", "force_norm", "contact_force_res", "contact_force_norm",
-                 "torque_norm", "stalling", "slow_real", "ee_both", "obj_both", "energy")
+                 "torque_norm", "stalling", "slow_real", "ee_both", "obj_both", "energy",
+                 # rotation angles real vs sim (rad), or None: computed when a pose record needs them
+                 "ee_angle", "obj_angle")
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> "_Pure":
@@ -822,7 +824,7 @@ class _Pure:
          p.sim_obj_speed, p.sim_w, p.real_w, p.wrench_valid, p.world_sim, p.world_real, p.frame, p.moving,
          p.res, p.q_sq, p.eff_sq, p.q_abs, p.q_sq_sum, p.joint_record, p.world_sim_ok, p.world_real_ok,
          p.raw_force, p.torque_res, p.force_norm, p.contact_force_res, p.contact_force_norm,
-         p.torque_norm, p.stalling, p.slow_real, p.ee_both, p.obj_both, p.energy) = row
+         p.torque_norm, p.stalling, p.slow_real, p.ee_both, p.obj_both, p.energy, p.ee_angle, p.obj_angle) = row
         return p
 
 
@@ -1073,6 +1075,8 @@ def _plan_block(engine: "DivergenceEngine", times: np.ndarray,
         return None
     c["moving"] = moving
     _derive_columns(engine, c)
+    c["ee_angle"] = _quat_angle_rows(ee["real"][:, 3:], ee["sim"][:, 3:])
+    c["obj_angle"] = _quat_angle_rows(obj["real"][:, 3:], obj["sim"][:, 3:])
     checks_list = [(v[0], v[1].tolist(), v[2].tolist()) for v in checks.values()]
     return checks_list, c, list({id(s): s for s in empty}.values())
 
@@ -1268,14 +1272,29 @@ def _rotate_rows(q: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 def _quat_angle(q1: np.ndarray, q2: np.ndarray) -> float:
-    """Rotation angle between two unit quaternions (wxyz), radians; NaN if unknown."""
+    """Rotation angle between two unit quaternions (wxyz), radians; NaN if unknown.
+
+    The dot product is summed in order (not np.dot), as :func:`_quat_angle_rows` does on columns.
+    """
     if not (np.isfinite(q1).all() and np.isfinite(q2).all()):
         return float("nan")
     n1, n2 = _norm(q1), _norm(q2)
     if n1 == 0 or n2 == 0:
         return float("nan")
-    dot = abs(float(np.dot(q1, q2))) / (n1 * n2)
+    a0, a1, a2, a3 = q1.tolist()
+    b0, b1, b2, b3 = q2.tolist()
+    dot = abs(a0 * b0 + a1 * b1 + a2 * b2 + a3 * b3) / (n1 * n2)
     return float(2.0 * math.acos(min(1.0, dot)))
+
+
+def _quat_angle_rows(q1: np.ndarray, q2: np.ndarray) -> list[float]:
+    """:func:`_quat_angle` of every row pair of q1 and q2 (K, 4), with the same float operations."""
+    n1, n2 = _norm_rows(q1), _norm_rows(q2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        dot = np.abs(q1[:, 0] * q2[:, 0] + q1[:, 1] * q2[:, 1] + q1[:, 2] * q2[:, 2] + q1[:, 3] * q2[:, 3]) / (n1 * n2)
+    ok = (np.isfinite(q1).all(axis=1) & np.isfinite(q2).all(axis=1) & (n1 != 0) & (n2 != 0)).tolist()
+    nan = float("nan")
+    return [2.0 * math.acos(min(1.0, d)) if good else nan for d, good in zip(dot.tolist(), ok, strict=True)]
 
 
 _IDENTITY = object()  # marks a joint name order equal to the engine's
@@ -1726,17 +1745,14 @@ class DivergenceEngine:
             self._clock[side].feed_planned(plans[0].clock, fed)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ ticking
-    def _streams_seen(self, now_ns: int) -> list[tuple[_Series, int]]:
-        """(series, patience) of every stream seen: how long a late stream may stay silent
-        and still count as delivering (its learned delivery bursts, at least horizon_s)."""
-        horizon_ns = int(self.config.horizon_s * 1e9)
+    def _streams_seen(self) -> list[tuple[_Series, StreamHealth]]:
+        """(series, health) of every joint and wrench stream seen (see :meth:`_ready`)."""
         out = []
         for side in SIDES:
             for topic, series in (("joint_states", self._joints.get(side)), ("wrench", self._wrench[side])):
                 if series is None or not len(series):
                     continue
-                burst_ns = self._health[(side, topic)].burst_silence_ns(now_ns)
-                out.append((series, max(horizon_ns, int(1.2 * burst_ns))))
+                out.append((series, self._health[(side, topic)]))
         return out
 
     def tick(self, now_ns: int) -> TickOutput:
@@ -1752,12 +1768,12 @@ class DivergenceEngine:
             if self._next_t_ns < now_ns - backlog_ns:
                 self._next_t_ns = -(-(now_ns - backlog_ns) // self._dt_ns) * self._dt_ns
             horizon_ns = int(cfg.horizon_s * 1e9)
-            streams: list[tuple[_Series, int]] | None = None  # built only when a grid time is due
+            streams: list[tuple[_Series, StreamHealth]] | None = None  # built only when a grid time is due
             analysed = False
             while self._next_t_ns <= now_ns:
                 t = self._next_t_ns
                 if streams is None:
-                    streams = self._streams_seen(now_ns)
+                    streams = self._streams_seen()
                 if not self._ready(t, now_ns, horizon_ns, backlog_ns, streams):
                     break
                 # Advance first: an analysis cut short (Ctrl-C lands anywhere) is never repeated.
@@ -1830,21 +1846,24 @@ class DivergenceEngine:
             self._onset_scanned_ns = int(times[-1])
 
     @staticmethod
-    def _ready(t: int, now_ns: int, horizon_ns: int, backlog_ns: int, streams: list[tuple[_Series, int]]) -> bool:
+    def _ready(t: int, now_ns: int, horizon_ns: int, backlog_ns: int,
+               streams: list[tuple[_Series, StreamHealth]]) -> bool:
         """Whether grid time t can be analysed: every stream reached it, or the late ones are
         silent for longer than their patience (a stall), or t is max_backlog_s old.
 
-        A stream that is late but still delivering (or silent no longer than its usual
-        delivery bursts) is a backlog in the monitor's queue, not a stall: waiting for it
-        keeps load from faking dropouts.
+        A stream that is late but still delivering (or silent no longer than its patience:
+        its learned delivery bursts, at least horizon_s) is a backlog in the monitor's
+        queue, not a stall: waiting for it keeps load from faking dropouts.
         """
         if t > now_ns - horizon_ns:
             return all((s.last_ns or -1) >= t for s, _ in streams)
         if t <= now_ns - backlog_ns:
             return True
-        for s, patience_ns in streams:
-            if (s.last_ns or -1) < t and s.last_recv_ns is not None and s.last_recv_ns > now_ns - patience_ns:
-                return False
+        for s, health in streams:
+            if (s.last_ns or -1) < t and s.last_recv_ns is not None:
+                patience_ns = max(horizon_ns, int(1.2 * health.burst_silence_ns(now_ns)))
+                if s.last_recv_ns > now_ns - patience_ns:
+                    return False
         return True
 
     def _trim(self, t_ns: int) -> None:
@@ -1929,6 +1948,7 @@ class DivergenceEngine:
         # Without any orientation both stay in the sensor frame, with a tool weight of its own.
         p.frame = "world" if ok["sim"] or ok["real"] else "sensor"
         p.moving = self._side_moving("sim", t)
+        p.ee_angle = p.obj_angle = None
         self._derive(p)
 
     def _derive(self, p: "_Pure") -> None:
@@ -2207,7 +2227,8 @@ class DivergenceEngine:
                     stamp_ns=t, sim_ee_position_m=ee["sim"][:3].copy(), sim_ee_orientation_wxyz=ee["sim"][3:].copy(),
                     real_ee_position_m=ee["real"][:3].copy(), real_ee_orientation_wxyz=ee["real"][3:].copy(),
                     ee_position_error_m=ee_err.copy(), ee_position_error_norm_m=ee_err_norm,
-                    ee_orientation_error_rad=_quat_angle(ee["real"][3:], ee["sim"][3:]),
+                    ee_orientation_error_rad=(p.ee_angle if p.ee_angle is not None
+                                              else _quat_angle(ee["real"][3:], ee["sim"][3:])),
                     has_object=has_obj,
                 )
                 if has_obj:
@@ -2216,7 +2237,8 @@ class DivergenceEngine:
                     rec.real_object_position_m = obj["real"][:3].copy()
                     rec.real_object_orientation_wxyz = obj["real"][3:].copy()
                     rec.object_position_error_norm_m = obj_err
-                    rec.object_orientation_error_rad = _quat_angle(obj["real"][3:], obj["sim"][3:])
+                    rec.object_orientation_error_rad = (p.obj_angle if p.obj_angle is not None
+                                                        else _quat_angle(obj["real"][3:], obj["sim"][3:]))
                 self._pending.poses.append(rec)
 
     def _side_moving(self, side: str, t: int) -> dict[str, bool]:
