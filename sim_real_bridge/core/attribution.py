@@ -45,6 +45,7 @@ bench/attribution_eval.py):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -204,7 +205,7 @@ class TickFeatures:
     force_residual_n: float = 0.0
     torque_residual_nm: float = 0.0
     sim_force_n: float = 0.0
-    external_force_n: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    external_force_n: Sequence[float] = (0.0, 0.0, 0.0)
     wrench_valid: bool = False
     sim_contact: bool = False
     sim_contact_recent: bool = False
@@ -243,7 +244,7 @@ class Attribution:
 
 def _norm(v: np.ndarray) -> float:
     """Euclidean norm of a short vector (math.hypot: a numpy call per tick costs more than the sum)."""
-    return math.hypot(*np.asarray(v, dtype=float).tolist())
+    return math.hypot(*v)
 
 
 def _ramp(value: float, threshold: float) -> float:
@@ -277,7 +278,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
     if not suppressed:
         speed_sim = _norm(f.sim_tip_velocity_m_s)
         speed_real = _norm(f.real_tip_velocity_m_s)
-        ext = np.asarray(f.external_force_n, dtype=float)
+        ext = f.external_force_n
         ext_n = _norm(ext)
         if not math.isfinite(ext_n):
             ext_n = 0.0  # a non-finite component: no force known

@@ -812,7 +812,9 @@ class _Pure:
                  "raw_force", "torque_res", "force_norm", "contact_force_res", "contact_force_norm",
                  "torque_norm", "stalling", "slow_real", "ee_both", "obj_both", "energy",
                  # rotation angles real vs sim (rad), or None: computed when a pose record needs them
-                 "ee_angle", "obj_angle")
+                 "ee_angle", "obj_angle",
+                 # 3-vectors as float lists, for the analysis' state arithmetic in Python floats
+                 "world_sim_l", "world_real_l", "raw_force_l", "torque_res_l", "obj_err_l")
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> "_Pure":
@@ -824,7 +826,8 @@ class _Pure:
          p.sim_obj_speed, p.sim_w, p.real_w, p.wrench_valid, p.world_sim, p.world_real, p.frame, p.moving,
          p.res, p.q_sq, p.eff_sq, p.q_abs, p.q_sq_sum, p.joint_record, p.world_sim_ok, p.world_real_ok,
          p.raw_force, p.torque_res, p.force_norm, p.contact_force_res, p.contact_force_norm,
-         p.torque_norm, p.stalling, p.slow_real, p.ee_both, p.obj_both, p.energy, p.ee_angle, p.obj_angle) = row
+         p.torque_norm, p.stalling, p.slow_real, p.ee_both, p.obj_both, p.energy, p.ee_angle, p.obj_angle,
+         p.world_sim_l, p.world_real_l, p.raw_force_l, p.torque_res_l, p.obj_err_l) = row
         return p
 
 
@@ -1164,6 +1167,9 @@ def _derive_columns(engine: "DivergenceEngine", c: dict[str, Any]) -> None:
     for k in np.flatnonzero(valid & ~whole).tolist():
         out[k] = residual_energy(q_res[k], c["force_norm"][k], q_scale, f_scale)
     c["energy"] = out
+    c["world_sim_l"], c["world_real_l"] = c["world_sim"].tolist(), c["world_real"].tolist()
+    c["raw_force_l"], c["torque_res_l"] = raw.tolist(), torque.tolist()
+    c["obj_err_l"] = (c["obj_real"][:, :3] - c["obj_sim"][:, :3]).tolist()
 
 
 def _plan_moving(engine: "DivergenceEngine", times: np.ndarray,
@@ -1216,6 +1222,23 @@ def _norm(x: np.ndarray) -> float:
     for v in x.tolist():
         total += v * v
     return math.sqrt(total)
+
+
+def _norm3(v: Sequence[float]) -> float:
+    """:func:`_norm` of a 3-vector of Python floats (the same ordered sum)."""
+    x, y, z = v
+    return math.sqrt(x * x + y * y + z * z)
+
+
+def _sub3(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    """a - b for 3-vectors of Python floats."""
+    return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
+
+
+def _ema3(prev: Sequence[float], value: Sequence[float], alpha: float) -> tuple[float, float, float]:
+    """``(1 - alpha) * prev + alpha * value`` for 3-vectors, as numpy computes it elementwise."""
+    keep = 1 - alpha
+    return (keep * prev[0] + alpha * value[0], keep * prev[1] + alpha * value[1], keep * prev[2] + alpha * value[2])
 
 
 def _norm_rows(x: np.ndarray) -> np.ndarray:
@@ -1396,10 +1419,11 @@ class DivergenceEngine:
         # smoothed features
         self._res_sq: np.ndarray | None = None
         self._eff_sq: np.ndarray | None = None
-        self._force_res = np.zeros(3)
-        self._torque_res = np.zeros(3)
-        self._tool_weight: dict[str, np.ndarray | None] = {"world": None, "sensor": None}
-        self._ext_force = np.zeros(3)
+        # smoothed force and torque residuals, the tool's weight per frame (float triples)
+        self._force_res: tuple[float, float, float] = (0.0, 0.0, 0.0)
+        self._torque_res: tuple[float, float, float] = (0.0, 0.0, 0.0)
+        self._tool_weight: dict[str, tuple[float, float, float] | None] = {"world": None, "sensor": None}
+        self._ext_force: tuple[float, float, float] = (0.0, 0.0, 0.0)
         self._last_t_ns: int | None = None
         self._contact = {s: False for s in SIDES}
         self._sim_contact_last_ns: int | None = None
@@ -1977,6 +2001,9 @@ class DivergenceEngine:
         p.obj_both = bool(np.isfinite(p.obj_sim).all() and np.isfinite(p.obj_real).all())
         p.energy = residual_energy(q_res if p.joints_valid else np.zeros(0), p.force_norm,
                                    cfg.ledger_q_scale_rad, cfg.ledger_force_scale_n)
+        p.world_sim_l, p.world_real_l = p.world_sim.tolist(), p.world_real.tolist()
+        p.raw_force_l, p.torque_res_l = p.raw_force.tolist(), p.torque_res.tolist()
+        p.obj_err_l = (p.obj_real[:3] - p.obj_sim[:3]).tolist()
 
     def _analyse(self, t: int) -> None:
         cfg = self.config
@@ -2017,21 +2044,21 @@ class DivergenceEngine:
         tip_vel = {"sim": p.tip_sim, "real": p.tip_real}
         obj_err, obj_tool_err, real_tool_object_m = p.obj_err, p.obj_tool_err, p.real_tool_object_m
         sim_w, real_w, wrench_valid = p.sim_w, p.real_w, p.wrench_valid
-        world = {"sim": p.world_sim, "real": p.world_real}
         frame = p.frame
-
+        # 3-vector state in Python floats: the same float operations as numpy's elementwise
+        # ones (x*x + y*y + z*z is _norm's ordered sum), at a fraction of a small-array call.
+        world_sim = p.world_sim_l
+        weight = self._tool_weight[frame]
         if p.world_sim_ok:
-            if self._tool_weight[frame] is None:
-                self._tool_weight[frame] = world["sim"].copy()
-            elif _norm(world["sim"] - self._tool_weight[frame]) < cfg.contact_release_n:
-                a = min(1.0, dt_s / cfg.tool_weight_tau_s)
-                self._tool_weight[frame] = (1 - a) * self._tool_weight[frame] + a * world["sim"]
-        base = self._tool_weight[frame] if self._tool_weight[frame] is not None else np.zeros(3)
+            if weight is None:
+                weight = self._tool_weight[frame] = tuple(world_sim)
+            elif _norm3(_sub3(world_sim, weight)) < cfg.contact_release_n:
+                weight = self._tool_weight[frame] = _ema3(weight, world_sim, min(1.0, dt_s / cfg.tool_weight_tau_s))
+        base = weight if weight is not None else (0.0, 0.0, 0.0)
         contact_force = {}
-        for side, fw_ok in (("sim", p.world_sim_ok), ("real", p.world_real_ok)):
-            fw = world[side]
+        for side, fw_ok, fw in (("sim", p.world_sim_ok, world_sim), ("real", p.world_real_ok, p.world_real_l)):
             if fw_ok:
-                fn = _norm(fw - base)
+                fn = _norm3(_sub3(fw, base))
                 contact_force[side] = fn
                 if self._contact[side]:
                     self._contact[side] = fn > cfg.contact_release_n
@@ -2046,20 +2073,20 @@ class DivergenceEngine:
         # object creeping away from where the sim has it (relative velocity of the error)
         obj_speed = float("nan")
         sim_obj_speed = p.sim_obj_speed
-        if np.isfinite(obj_err):
-            err_vec = obj["real"][:3] - obj["sim"][:3]
+        if math.isfinite(obj_err):
+            err_vec = p.obj_err_l
             self._obj_hist.append((t, err_vec))
             lag_ns = int(cfg.object_velocity_window_s * 1e9)
             while len(self._obj_hist) > 1 and self._obj_hist[1][0] <= t - lag_ns:
                 self._obj_hist.popleft()
             t_old, e_old = self._obj_hist[0]
             if t - t_old >= lag_ns // 2:
-                obj_speed = float(_norm(err_vec - e_old)) / ((t - t_old) * 1e-9)
+                obj_speed = _norm3(_sub3(err_vec, e_old)) / ((t - t_old) * 1e-9)
             # How far the object wandered on its own (nothing the sim models touching it).
             if obj_err < cfg.attribution.object_error_m:
                 self._obj_free_drift_m = 0.0
             elif not sim_contact_recent and self._obj_last_err is not None:
-                self._obj_free_drift_m += float(_norm(err_vec - self._obj_last_err))
+                self._obj_free_drift_m += _norm3(_sub3(err_vec, self._obj_last_err))
             self._obj_last_err = err_vec
         else:
             self._obj_hist.clear()
@@ -2083,15 +2110,12 @@ class DivergenceEngine:
             quiet = (not self._contact["sim"] and not sim_contact_recent and joints_valid
                      and joint_residual < cfg.bias_quiet_residual_rad
                      and effort_residual < cfg.attribution.effort_residual_nm)
-            raw = p.raw_force
-            self._bias.update(t, raw, quiet)
+            self._bias.update(t, p.raw_force, quiet)
             # The bias estimate is reported, not subtracted: an unfelt residual is the evidence.
-            force_res_vec = raw
             torque_res_vec = p.torque_res
             alpha = min(1.0, dt_s / cfg.smooth_tau_s)
-            self._force_res = (1 - alpha) * self._force_res + alpha * force_res_vec
-            self._torque_res = (1 - alpha) * self._torque_res + alpha * torque_res_vec
-            self._ext_force = self._force_res.copy()
+            self._force_res = self._ext_force = _ema3(self._force_res, p.raw_force_l, alpha)
+            self._torque_res = _ema3(self._torque_res, p.torque_res_l, alpha)
         else:
             self._bias.update(t, _NAN3, False)
 
@@ -2146,10 +2170,10 @@ class DivergenceEngine:
             q_residual_rad=q_res,
             joint_residual_rad=joint_residual,
             effort_residual=effort_residual,
-            force_residual_n=float(_norm(self._force_res)),
-            torque_residual_nm=float(_norm(self._torque_res)),
+            force_residual_n=_norm3(self._force_res),
+            torque_residual_nm=_norm3(self._torque_res),
             sim_force_n=contact_force.get("sim", 0.0),
-            external_force_n=self._ext_force.copy(),
+            external_force_n=self._ext_force,
             wrench_valid=wrench_valid,
             sim_contact=self._contact["sim"],
             sim_contact_recent=bool(sim_contact_recent),
@@ -2197,7 +2221,7 @@ class DivergenceEngine:
                 self._calib_real.append(real_row[:j].copy())
                 self._calib_t.append(t)
                 self._calib_free.append(not sim_contact_recent and not self._contact["real"])
-        if np.isfinite(ee_err_norm):
+        if math.isfinite(ee_err_norm):
             self._ee_err_sq.append(ee_err_norm ** 2)
             self._sums["ee_sq"] += ee_err_norm ** 2
             self._sums["ee_n"] += 1

@@ -127,7 +127,9 @@ class EventTracker:
         self._last_t_ns = t_ns
         cfg = self.config
         out: list[EventRecord] = []
-        for category in sorted(set(self._states) | set(active)):
+        # A category neither active, pending nor open has nothing to do (most, most ticks).
+        busy = [c for c, st in self._states.items() if st.event_id is not None or st.pending_since_ns is not None]
+        for category in sorted(active.keys() | busy if active else busy):
             st = self._state(category)
             if category in active:
                 severity, kind, evidence = active[category]

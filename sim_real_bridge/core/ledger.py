@@ -8,6 +8,7 @@ active. Shares are reported over the whole run and over the last ``window_s`` se
 
 from __future__ import annotations
 
+import math
 from collections import Counter, deque
 from dataclasses import dataclass
 
@@ -65,7 +66,7 @@ class ResidualLedger:
 
     def add(self, t_ns: int, category: str | None, energy: float) -> None:
         """Book one tick's energy under category (None or "none" = unexplained)."""
-        if not np.isfinite(energy) or energy < 0:
+        if not math.isfinite(energy) or energy < 0:
             return
         key = UNEXPLAINED if category in (None, "none") else category
         if key != UNEXPLAINED and key not in self.categories:
