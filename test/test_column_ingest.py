@@ -319,3 +319,18 @@ def test_rotation_angles_on_columns_equal_the_per_tick_ones() -> None:
         one = _quat_angle(q1[k], q2[k])
         assert rows[k] == one or (np.isnan(rows[k]) and np.isnan(one)), k
     assert np.isnan(rows[60]) and np.isnan(rows[61]) and np.isnan(rows[62])
+
+
+def test_the_short_std_equals_numpy_std_bit_for_bit() -> None:
+    from collections import deque
+
+    from sim_real_bridge.core.engine import _std
+
+    rng = np.random.default_rng(5)
+    delays = rng.integers(0, 5_000_000, size=3000)
+    for lo, size in ((0, 3), (7, 500), (100, 129), (900, 2000)):
+        window = delays[lo:lo + size]
+        assert _std(window) == float(np.std(window))
+        assert _std(deque(window.tolist())) == float(np.std(deque(window.tolist())))
+        floats = window * 1e-9 + rng.normal(size=window.size) * 1e-4
+        assert _std(floats) == float(np.std(floats))

@@ -602,6 +602,15 @@ class _Series:
         return self._buf_v[start + lo] * (1 - w) + self._buf_v[start + idx] * w
 
 
+def _std(values: Any) -> float:
+    """``float(np.std(values))`` with the same float operations (mean, deviations, squares,
+    their pairwise sums), without the dispatch that costs more than the sums on short arrays."""
+    x = np.asarray(values, dtype=float)
+    dev = x - np.add.reduce(x) / x.size
+    np.multiply(dev, dev, out=dev)
+    return float(np.sqrt(np.add.reduce(dev) / x.size))
+
+
 class _ClockMap:
     """Maps one side's stamps onto the monitor clock, per stream, across clock resets.
 
@@ -774,13 +783,13 @@ class _ClockMap:
             if min(500, plan.fed) <= 2:
                 return 0.0
             if self._spread_cache is None or self._count - self._spread_at >= 100:
-                self._spread_cache = float(np.std(plan.delays[max(0, plan.fed - 500):plan.fed])) * 1e-9
+                self._spread_cache = _std(plan.delays[max(0, plan.fed - 500):plan.fed]) * 1e-9
                 self._spread_at = self._count
             return self._spread_cache
         if len(self._delays) <= 2:
             return 0.0
         if self._spread_cache is None or self._count - self._spread_at >= 100:
-            self._spread_cache = float(np.std(self._delays)) * 1e-9
+            self._spread_cache = _std(self._delays) * 1e-9
             self._spread_at = self._count
         return self._spread_cache
 
@@ -1343,13 +1352,15 @@ def _fits(real: np.ndarray, sim: np.ndarray, delays: np.ndarray,
     sim0 = sim[:, :, 0]  # (n, F, J)
     motion = np.max(np.std(sim0, axis=0), axis=1)  # (F,)
     r0 = real - sim0.transpose(1, 0, 2)  # (F, n, J)
-    r = real.transpose(1, 0, 2)[:, :, None] - sim  # (n, F, D, J)
+    # The large (n, F, D, J) arrays are centred and squared in place: the same float
+    # operations with half the temporaries (allocating them cost as much as the sums).
+    rc = real.transpose(1, 0, 2)[:, :, None] - sim  # (n, F, D, J)
+    rc -= rc.mean(axis=0)
     xc = sim - sim.mean(axis=0)
-    rc = r - r.mean(axis=0)
-    sxx = np.sum(xc ** 2, axis=0)  # (F, D, J)
-    sxr = np.sum(xc * rc, axis=0)
+    sxr = np.sum(np.multiply(xc, rc), axis=0)  # (F, D, J)
+    sxx = np.sum(np.multiply(xc, xc, out=xc), axis=0)
     slope = np.where(sxx > 1e-12, sxr / np.maximum(sxx, 1e-12), 0.0)
-    sse = np.sum(rc ** 2, axis=0) - slope * sxr
+    sse = np.sum(np.multiply(rc, rc, out=rc), axis=0) - slope * sxr
     total = np.sum(sse, axis=2)  # (F, D)
     worst = np.argmax(np.sum(r0 ** 2, axis=1), axis=1)  # (F,)
     for f in range(real.shape[0]):
@@ -2334,7 +2345,7 @@ class DivergenceEngine:
             ordered = self._fit_delays_sorted
             mid = len(ordered) // 2
             median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-            self._latency_cache = (self._fit_count, (median, float(np.std(arr))))
+            self._latency_cache = (self._fit_count, (median, _std(arr)))
         return self._latency_cache[1]
 
     def _offset(self) -> tuple[float, float]:
