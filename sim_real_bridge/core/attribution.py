@@ -230,7 +230,7 @@ class TickFeatures:
     last_kind: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class Attribution:
     """Scores of one tick, the active categories and their kind/evidence."""
 
@@ -258,7 +258,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
     """Apply the rules to one tick's features; see the module docstring."""
     f = features
     cfg = config
-    scores = {c: 0.0 for c in CATEGORIES}
+    scores = dict.fromkeys(CATEGORIES, 0.0)
     kinds: dict[str, str] = {}
     evidence: dict[str, dict[str, str]] = {}
 

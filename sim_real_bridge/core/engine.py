@@ -415,12 +415,14 @@ class _Series:
         self._buf_v = np.zeros((256, width))
         self._n = 0
         self._start = 0
+        self._t_list: list[int] | None = None  # the times of a loaded stream, as Python ints
         self.last_recv_ns: int | None = None
 
     def __len__(self) -> int:
         return self._n - self._start
 
     def add(self, t_ns: int, row: np.ndarray) -> None:
+        self._t_list = None  # rows added one by one: last_ns reads the buffer
         if self._n == len(self._buf_t):
             live = self._n - self._start
             cap = max(256, 2 * live)
@@ -443,6 +445,7 @@ class _Series:
         """Hold a whole planned stream; rows become visible with :meth:`reveal`."""
         self._buf_t = np.ascontiguousarray(t_ns, dtype=np.int64)
         self._buf_v = np.ascontiguousarray(values, dtype=float)
+        self._t_list = self._buf_t.tolist()  # last_ns is asked several times per grid time
         self._n = self._start = 0
         self.loaded = True
 
@@ -519,7 +522,9 @@ class _Series:
 
     @property
     def last_ns(self) -> int | None:
-        return int(self._buf_t[self._n - 1]) if self._n > self._start else None
+        if self._n <= self._start:
+            return None
+        return self._t_list[self._n - 1] if self._t_list is not None else int(self._buf_t[self._n - 1])
 
     def window_mean(self, start_ns: int, end_ns: int) -> np.ndarray:
         """Mean of the samples with start_ns < t <= end_ns; NaN row when there are none."""
@@ -1805,18 +1810,18 @@ class DivergenceEngine:
             horizon_ns = int(cfg.horizon_s * 1e9)
             streams: list[tuple[_Series, StreamHealth]] | None = None  # built only when a grid time is due
             analysed = False
-            while self._next_t_ns <= now_ns:
-                t = self._next_t_ns
-                if streams is None:
-                    streams = self._streams_seen()
-                if not self._ready(t, now_ns, horizon_ns, backlog_ns, streams):
-                    break
-                # Advance first: an analysis cut short (Ctrl-C lands anywhere) is never repeated.
-                self._next_t_ns = t + self._dt_ns
-                analysed = True
-                # Infinite inputs (flagged and counted at intake) make inf - inf: NaN by design,
-                # kept out of the residuals by the validity masks, not a warning on stderr.
-                with np.errstate(invalid="ignore"):
+            # Infinite inputs (flagged and counted at intake) make inf - inf: NaN by design,
+            # kept out of the residuals by the validity masks, not a warning on stderr.
+            with np.errstate(invalid="ignore"):
+                while self._next_t_ns <= now_ns:
+                    t = self._next_t_ns
+                    if streams is None:
+                        streams = self._streams_seen()
+                    if not self._ready(t, now_ns, horizon_ns, backlog_ns, streams):
+                        break
+                    # Advance first: an analysis cut short (Ctrl-C lands anywhere) is never repeated.
+                    self._next_t_ns = t + self._dt_ns
+                    analysed = True
                     self._analyse(t)
             if analysed and (self._trimmed_ns is None or self._next_t_ns - self._trimmed_ns >= TRIM_EVERY_NS):
                 # Histories are trimmed now and then (buffer_s is far longer than any query reaches).
@@ -2032,13 +2037,14 @@ class DivergenceEngine:
         eff_res = res[2 * j:]
         self._last_t_ns = t
         # The joint record needs nothing this grid time's analysis decides (the latency
-        # estimate is the fits' so far): it is formed first, so it can leave first.
+        # estimate is the fits' so far): it is formed first, so it can leave first. Like the
+        # other records, it shares the per-tick arrays (see below).
         offset_s, offset_std_s = self._offset()
         if p.joint_record:
             latency_s, latency_std_s = self._latency()
             record = JointDivergenceRecord(
-                stamp_ns=t, names=self.joint_names or (), position_residual_rad=q_res.copy(),
-                velocity_residual_rad_s=qd_res.copy(), effort_residual=eff_res.copy(),
+                stamp_ns=t, names=self.joint_names or (), position_residual_rad=q_res,
+                velocity_residual_rad_s=qd_res, effort_residual=eff_res,
                 clock_offset_s=offset_s, clock_offset_std_s=offset_std_s,
                 latency_s=latency_s, latency_std_s=latency_std_s,
                 latency_compensated=False,
@@ -2241,14 +2247,16 @@ class DivergenceEngine:
             self._sums["f_sq"] += force_norm ** 2
             self._sums["f_n"] += 1
 
-        # records (the joint record went out first, above)
+        # records (the joint record went out first, above). They share the per-tick arrays,
+        # which are made for this grid time (or are its row of a plan block) and never
+        # written after: no copies.
         if self._next_contact_ns is None or t >= self._next_contact_ns:
             self._next_contact_ns = t + int(round(1e9 / cfg.contact_rate_hz))
             if wrench_valid:
                 self._pending.contacts.append(ContactRecord(
-                    stamp_ns=t, sim_force_n=sim_w[:3].copy(), sim_torque_nm=sim_w[3:].copy(),
-                    real_force_n=real_w[:3].copy(), real_torque_nm=real_w[3:].copy(),
-                    residual_force_n=p.contact_force_res.copy(), residual_torque_nm=torque_res_vec.copy(),
+                    stamp_ns=t, sim_force_n=sim_w[:3], sim_torque_nm=sim_w[3:],
+                    real_force_n=real_w[:3], real_torque_nm=real_w[3:],
+                    residual_force_n=p.contact_force_res, residual_torque_nm=torque_res_vec,
                     force_residual_norm_n=p.contact_force_norm,
                     torque_residual_norm_nm=p.torque_norm,
                     sim_contact_phase=PHASE_CONTACT if self._contact["sim"] else PHASE_FREE,
@@ -2259,18 +2267,18 @@ class DivergenceEngine:
             if p.ee_both:
                 has_obj = p.obj_both
                 rec = PoseDivergenceRecord(
-                    stamp_ns=t, sim_ee_position_m=ee["sim"][:3].copy(), sim_ee_orientation_wxyz=ee["sim"][3:].copy(),
-                    real_ee_position_m=ee["real"][:3].copy(), real_ee_orientation_wxyz=ee["real"][3:].copy(),
-                    ee_position_error_m=ee_err.copy(), ee_position_error_norm_m=ee_err_norm,
+                    stamp_ns=t, sim_ee_position_m=ee["sim"][:3], sim_ee_orientation_wxyz=ee["sim"][3:],
+                    real_ee_position_m=ee["real"][:3], real_ee_orientation_wxyz=ee["real"][3:],
+                    ee_position_error_m=ee_err, ee_position_error_norm_m=ee_err_norm,
                     ee_orientation_error_rad=(p.ee_angle if p.ee_angle is not None
                                               else _quat_angle(ee["real"][3:], ee["sim"][3:])),
                     has_object=has_obj,
                 )
                 if has_obj:
-                    rec.sim_object_position_m = obj["sim"][:3].copy()
-                    rec.sim_object_orientation_wxyz = obj["sim"][3:].copy()
-                    rec.real_object_position_m = obj["real"][:3].copy()
-                    rec.real_object_orientation_wxyz = obj["real"][3:].copy()
+                    rec.sim_object_position_m = obj["sim"][:3]
+                    rec.sim_object_orientation_wxyz = obj["sim"][3:]
+                    rec.real_object_position_m = obj["real"][:3]
+                    rec.real_object_orientation_wxyz = obj["real"][3:]
                     rec.object_position_error_norm_m = obj_err
                     rec.object_orientation_error_rad = (p.obj_angle if p.obj_angle is not None
                                                         else _quat_angle(obj["real"][3:], obj["sim"][3:]))
