@@ -2266,23 +2266,22 @@ class DivergenceEngine:
             self._next_pose_ns = t + int(round(1e9 / cfg.pose_rate_hz))
             if p.ee_both:
                 has_obj = p.obj_both
-                rec = PoseDivergenceRecord(
+                # Object fields given when known (their defaults would be made, then replaced).
+                object_fields = {} if not has_obj else {
+                    "sim_object_position_m": obj["sim"][:3], "sim_object_orientation_wxyz": obj["sim"][3:],
+                    "real_object_position_m": obj["real"][:3], "real_object_orientation_wxyz": obj["real"][3:],
+                    "object_position_error_norm_m": obj_err,
+                    "object_orientation_error_rad": (p.obj_angle if p.obj_angle is not None
+                                                     else _quat_angle(obj["real"][3:], obj["sim"][3:])),
+                }
+                self._pending.poses.append(PoseDivergenceRecord(
                     stamp_ns=t, sim_ee_position_m=ee["sim"][:3], sim_ee_orientation_wxyz=ee["sim"][3:],
                     real_ee_position_m=ee["real"][:3], real_ee_orientation_wxyz=ee["real"][3:],
                     ee_position_error_m=ee_err, ee_position_error_norm_m=ee_err_norm,
                     ee_orientation_error_rad=(p.ee_angle if p.ee_angle is not None
                                               else _quat_angle(ee["real"][3:], ee["sim"][3:])),
-                    has_object=has_obj,
-                )
-                if has_obj:
-                    rec.sim_object_position_m = obj["sim"][:3]
-                    rec.sim_object_orientation_wxyz = obj["sim"][3:]
-                    rec.real_object_position_m = obj["real"][:3]
-                    rec.real_object_orientation_wxyz = obj["real"][3:]
-                    rec.object_position_error_norm_m = obj_err
-                    rec.object_orientation_error_rad = (p.obj_angle if p.obj_angle is not None
-                                                        else _quat_angle(obj["real"][3:], obj["sim"][3:]))
-                self._pending.poses.append(rec)
+                    has_object=has_obj, **object_fields,
+                ))
 
     def _side_moving(self, side: str, t: int) -> dict[str, bool]:
         """Whether each stream of a side changed over the last frozen-detection window."""
