@@ -267,7 +267,8 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
     for flag in f.sensor_flags:
         if flag.active and (worst is None or flag.severity > worst.severity):
             worst = flag
-    untrusted = any(fl.active and fl.name in _UNTRUSTED_SENSOR_KINDS for fl in f.sensor_flags)
+    untrusted = bool(f.sensor_flags) and any(fl.active and fl.name in _UNTRUSTED_SENSOR_KINDS
+                                             for fl in f.sensor_flags)
     if worst is not None:
         scores["sensor"] = max(cfg.active_score, min(1.0, 0.5 + 0.5 * worst.severity))
         kinds["sensor"] = worst.name
@@ -276,8 +277,6 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
     suppressed = (untrusted or recovering) and cfg.sensor_suppresses
 
     if not suppressed:
-        speed_sim = _norm(f.sim_tip_velocity_m_s)
-        speed_real = _norm(f.real_tip_velocity_m_s)
         ext = f.external_force_n
         ext_n = _norm(ext)
         if not math.isfinite(ext_n):
@@ -302,6 +301,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             scores["unauthored"] = max(_ramp(ext_n, cfg.human_force_n), _ramp(f.ee_error_m, ee_needed))
             kinds["unauthored"] = "obstacle"
             cos = 0.0
+            speed_sim = _norm(f.sim_tip_velocity_m_s)  # (tip speeds: read only where a rule fires)
             if speed_sim > 1e-6 and ext_n > 1e-9:
                 cos = float(np.dot(ext, -np.asarray(f.sim_tip_velocity_m_s)) / (ext_n * speed_sim))
             evidence["unauthored"] = {**ev_common(), "force_vs_motion_cos": f"{cos:.2f}"}
@@ -341,7 +341,8 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             else:
                 # 3. an agent pushes or holds the arm: a stiff external load the sim lacks
                 scores["human"] = _ramp(f.effort_residual, cfg.effort_residual_nm)
-                blocked = speed_sim > 0.05 and speed_real < cfg.blocked_speed_ratio * speed_sim
+                speed_sim = _norm(f.sim_tip_velocity_m_s)
+                blocked = speed_sim > 0.05 and _norm(f.real_tip_velocity_m_s) < cfg.blocked_speed_ratio * speed_sim
                 kinds["human"] = "hold" if blocked else "push"
                 evidence["human"] = {**ev_common(), "stiffness_nm_per_rad": f"{stiffness:.0f}"}
 
@@ -389,17 +390,18 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
     tail = False
     if (scores["unauthored"] < cfg.active_score and since_unauthored <= cfg.unauthored_linger_s
             and not suppressed):
-        tail = max(scores["human"], scores["dynamics"])
-        if tail >= cfg.active_score:
-            scores["unauthored"] = tail
+        tail_score = max(scores["human"], scores["dynamics"])
+        if tail_score >= cfg.active_score:
+            scores["unauthored"] = tail_score
             scores["human"] = scores["dynamics"] = 0.0
             kinds["unauthored"] = f.last_kind.get("unauthored", "")
             evidence["unauthored"] = {"after_unauthored_s": f"{since_unauthored:.2f}"}
             tail = True
 
-    active = {
-        c: (round(float(scores[c]), 6), kinds.get(c, ""), evidence.get(c, {}))
-        for c in CATEGORIES if scores[c] >= cfg.active_score
-    }
+    active: dict[str, tuple[float, str, dict[str, str]]] = {}
+    if max(scores.values()) >= cfg.active_score:  # (most ticks no category is active)
+        for c in CATEGORIES:
+            if scores[c] >= cfg.active_score:
+                active[c] = (round(float(scores[c]), 6), kinds.get(c, ""), evidence.get(c, {}))
     top = max(active, key=lambda c: active[c][0]) if active else NONE
-    return Attribution(t_ns=f.t_ns, scores=scores, active=active, top=top, tail=tail)
+    return Attribution(f.t_ns, scores, active, top, tail)
