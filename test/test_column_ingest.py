@@ -334,3 +334,23 @@ def test_the_short_std_equals_numpy_std_bit_for_bit() -> None:
         assert _std(deque(window.tolist())) == float(np.std(deque(window.tolist())))
         floats = window * 1e-9 + rng.normal(size=window.size) * 1e-4
         assert _std(floats) == float(np.std(floats))
+
+
+def test_list_smoothing_equals_the_masked_numpy_form() -> None:
+    from sim_real_bridge.core.engine import _max_list, _smooth_list
+
+    rng = np.random.default_rng(9)
+    alpha = 0.04
+    prev = rng.uniform(0, 2, 7)
+    for _ in range(50):
+        value = rng.uniform(0, 2, 7) ** 2
+        value[rng.integers(0, 7)] = rng.choice([np.inf, np.nan, 1.0])
+        finite = np.isfinite(value)
+        expected = np.where(finite, (1 - alpha) * prev + alpha * np.where(finite, value, 0.0), prev)
+        got = _smooth_list(prev.tolist(), value.tolist(), alpha)
+        assert got == expected.tolist()
+        assert _max_list(got) == float(np.max(expected))
+        prev = expected
+    assert _smooth_list(None, [1.0, 2.0], alpha) == [1.0, 2.0]
+    assert np.isnan(_max_list([1.0, np.nan, 3.0])) and np.isnan(np.max([1.0, np.nan, 3.0]))
+    assert _max_list([1.0, np.inf]) == np.inf

@@ -828,7 +828,9 @@ class _Pure:
                  # rotation angles real vs sim (rad), or None: computed when a pose record needs them
                  "ee_angle", "obj_angle",
                  # 3-vectors as float lists, for the analysis' state arithmetic in Python floats
-                 "world_sim_l", "world_real_l", "raw_force_l", "torque_res_l", "obj_err_l")
+                 "world_sim_l", "world_real_l", "raw_force_l", "torque_res_l", "obj_err_l",
+                 # squared residuals as float lists, whether any joint is stalling
+                 "q_sq_l", "eff_sq_l", "stalling_any")
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> "_Pure":
@@ -841,7 +843,8 @@ class _Pure:
          p.res, p.q_sq, p.eff_sq, p.q_abs, p.q_sq_sum, p.joint_record, p.world_sim_ok, p.world_real_ok,
          p.raw_force, p.torque_res, p.force_norm, p.contact_force_res, p.contact_force_norm,
          p.torque_norm, p.stalling, p.slow_real, p.ee_both, p.obj_both, p.energy, p.ee_angle, p.obj_angle,
-         p.world_sim_l, p.world_real_l, p.raw_force_l, p.torque_res_l, p.obj_err_l) = row
+         p.world_sim_l, p.world_real_l, p.raw_force_l, p.torque_res_l, p.obj_err_l,
+         p.q_sq_l, p.eff_sq_l, p.stalling_any) = row
         return p
 
 
@@ -1184,6 +1187,8 @@ def _derive_columns(engine: "DivergenceEngine", c: dict[str, Any]) -> None:
     c["world_sim_l"], c["world_real_l"] = c["world_sim"].tolist(), c["world_real"].tolist()
     c["raw_force_l"], c["torque_res_l"] = raw.tolist(), torque.tolist()
     c["obj_err_l"] = (c["obj_real"][:, :3] - c["obj_sim"][:, :3]).tolist()
+    c["q_sq_l"], c["eff_sq_l"] = c["q_sq"].tolist(), c["eff_sq"].tolist()
+    c["stalling_any"] = c["stalling"].any(axis=1).tolist()
 
 
 def _plan_moving(engine: "DivergenceEngine", times: np.ndarray,
@@ -1247,6 +1252,20 @@ def _norm3(v: Sequence[float]) -> float:
 def _sub3(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
     """a - b for 3-vectors of Python floats."""
     return (a[0] - b[0], a[1] - b[1], a[2] - b[2])
+
+
+def _smooth_list(prev: list[float] | None, value: list[float], alpha: float) -> list[float]:
+    """Exponential smoothing of float lists: ``(1 - alpha) * prev + alpha * value`` where
+    value is finite, prev where not (a non-finite sample leaves its entry); value at first."""
+    if prev is None:
+        return value
+    keep = 1 - alpha
+    return [keep * a + alpha * b if math.isfinite(b) else a for a, b in zip(prev, value, strict=True)]
+
+
+def _max_list(values: list[float]) -> float:
+    """np.max of a list of non-negative floats: NaN when any is (the sum is NaN then, only then)."""
+    return max(values) if not math.isnan(sum(values)) else math.nan
 
 
 def _ema3(prev: Sequence[float], value: Sequence[float], alpha: float) -> tuple[float, float, float]:
@@ -1433,8 +1452,8 @@ class DivergenceEngine:
         self._last_command_ns: int | None = None
         self.command_count = 0
         # smoothed features
-        self._res_sq: np.ndarray | None = None
-        self._eff_sq: np.ndarray | None = None
+        self._res_sq: list[float] | None = None  # smoothed squared joint residuals
+        self._eff_sq: list[float] | None = None  # smoothed squared effort residuals
         # smoothed force and torque residuals, the tool's weight per frame (float triples)
         self._force_res: tuple[float, float, float] = (0.0, 0.0, 0.0)
         self._torque_res: tuple[float, float, float] = (0.0, 0.0, 0.0)
@@ -1911,16 +1930,6 @@ class DivergenceEngine:
         for series in list(self._joints.values()) + list(self._wrench.values()) + list(self._poses.values()):
             series.trim(before)
 
-    def _smooth(self, prev: Any, value: Any, dt_s: float) -> Any:
-        alpha = min(1.0, dt_s / self.config.smooth_tau_s)
-        if prev is None:
-            return value
-        finite = np.isfinite(value)
-        if finite.all():  # the common case: the masked form below gives the same values
-            return (1 - alpha) * prev + alpha * value
-        # Non-finite entries keep prev, so zeroing them (not nan_to_num) changes no result.
-        return np.where(finite, (1 - alpha) * prev + alpha * np.where(finite, value, 0.0), prev)
-
     # ------------------------------------------------------------------ analysis
     def _pure_joints(self, t: int) -> "_Pure":
         """What the analysis at grid time t reads from the streams alone (no engine state),
@@ -2020,6 +2029,8 @@ class DivergenceEngine:
         p.world_sim_l, p.world_real_l = p.world_sim.tolist(), p.world_real.tolist()
         p.raw_force_l, p.torque_res_l = p.raw_force.tolist(), p.torque_res.tolist()
         p.obj_err_l = (p.obj_real[:3] - p.obj_sim[:3]).tolist()
+        p.q_sq_l, p.eff_sq_l = p.q_sq.tolist(), p.eff_sq.tolist()
+        p.stalling_any = bool(p.stalling.any())
 
     def _analyse(self, t: int) -> None:
         cfg = self.config
@@ -2111,15 +2122,11 @@ class DivergenceEngine:
 
         # smoothed residual magnitudes
         if joints_valid:
-            if self._res_sq is not None and math.isfinite(p.q_sq_sum):
-                # Every square finite (their sum is): _smooth's common case, without its check.
-                alpha = min(1.0, dt_s / cfg.smooth_tau_s)
-                self._res_sq = (1 - alpha) * self._res_sq + alpha * p.q_sq
-            else:
-                self._res_sq = self._smooth(self._res_sq, p.q_sq, dt_s)
-            self._eff_sq = self._smooth(self._eff_sq, p.eff_sq, dt_s)
-        joint_residual = math.sqrt(self._res_sq.max()) if self._res_sq is not None else 0.0
-        effort_residual = math.sqrt(self._eff_sq.max()) if self._eff_sq is not None else 0.0
+            alpha = min(1.0, dt_s / cfg.smooth_tau_s)
+            self._res_sq = _smooth_list(self._res_sq, p.q_sq_l, alpha)
+            self._eff_sq = _smooth_list(self._eff_sq, p.eff_sq_l, alpha)
+        joint_residual = math.sqrt(_max_list(self._res_sq)) if self._res_sq is not None else 0.0
+        effort_residual = math.sqrt(_max_list(self._eff_sq)) if self._eff_sq is not None else 0.0
 
         # F/T bias: learn while both sides are free and the joints agree
         torque_res_vec = _NAN3
@@ -2139,7 +2146,7 @@ class DivergenceEngine:
         # stalled joints
         stalled: tuple[str, ...] = ()
         if joints_valid and self._stall_s is not None and (
-                p.stalling.any() or self._stall_s.any() or cfg.attribution.stall_min_s <= 0):
+                p.stalling_any or self._stall_s.any() or cfg.attribution.stall_min_s <= 0):
             # (Nothing stalling and no stall time: the update below leaves all zeros.)
             # A stalled joint stays stalled until it moves again (the sim may pass by it).
             latched = (self._stall_s >= cfg.attribution.stall_min_s) & p.slow_real
