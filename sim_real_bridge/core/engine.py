@@ -1452,6 +1452,7 @@ class DivergenceEngine:
         self._last_command_ns: int | None = None
         self.command_count = 0
         # smoothed features
+        self._feats = TickFeatures(t_ns=0)  # refilled by every analysis
         self._res_sq: list[float] | None = None  # smoothed squared joint residuals
         self._eff_sq: list[float] | None = None  # smoothed squared effort residuals
         # smoothed force and torque residuals, the tool's weight per frame (float triples)
@@ -1463,6 +1464,7 @@ class DivergenceEngine:
         self._contact = {s: False for s in SIDES}
         self._sim_contact_last_ns: int | None = None
         self._stall_s: np.ndarray | None = None
+        self._stall_any = False  # whether any _stall_s is above 0
         self._unexplained_s = 0.0
         self._last_untrusted_ns: int | None = None
         self._obj_hist: deque = deque()
@@ -1551,6 +1553,7 @@ class DivergenceEngine:
                 self.joint_names = str_names
                 self._joints = {s: _Series(3 * n) for s in SIDES}
                 self._stall_s = np.zeros(n)
+                self._stall_any = False
             index = {name: i for i, name in enumerate(str_names)}
             if any(name not in index for name in self.joint_names):
                 self.on_rejected(side, "joint_states", "missing joints")
@@ -1709,6 +1712,7 @@ class DivergenceEngine:
                 series[(side, col.stream)] = p.series
         self.joint_names = names
         self._stall_s = np.zeros(j)
+        self._stall_any = False
         self._joints = {}
         for side in SIDES:
             found = series.get((side, "joint_states"))
@@ -2146,13 +2150,14 @@ class DivergenceEngine:
         # stalled joints
         stalled: tuple[str, ...] = ()
         if joints_valid and self._stall_s is not None and (
-                p.stalling_any or self._stall_s.any() or cfg.attribution.stall_min_s <= 0):
+                p.stalling_any or self._stall_any or cfg.attribution.stall_min_s <= 0):
             # (Nothing stalling and no stall time: the update below leaves all zeros.)
             # A stalled joint stays stalled until it moves again (the sim may pass by it).
             latched = (self._stall_s >= cfg.attribution.stall_min_s) & p.slow_real
             self._stall_s = np.where(p.stalling | latched, self._stall_s + dt_s, 0.0)
             names = self.joint_names or ()
             stalled = tuple(names[i] for i in np.flatnonzero(self._stall_s > 0).tolist())
+            self._stall_any = bool(stalled)
         stall_s = float(np.max(self._stall_s)) if self._stall_s is not None and stalled else 0.0
 
         # delay/gain/offset fit
@@ -2187,38 +2192,39 @@ class DivergenceEngine:
             self._last_untrusted_ns = t
         since_untrusted = (t - self._last_untrusted_ns) * 1e-9 if self._last_untrusted_ns is not None else float("inf")
         cmd_age = (t - self._last_command_ns) * 1e-9 if self._last_command_ns is not None else float("inf")
-        feats = TickFeatures(
-            t_ns=t,
-            joints_valid=joints_valid,
-            joint_names=self.joint_names or (),
-            q_residual_rad=q_res,
-            joint_residual_rad=joint_residual,
-            effort_residual=effort_residual,
-            force_residual_n=_norm3(self._force_res),
-            torque_residual_nm=_norm3(self._torque_res),
-            sim_force_n=contact_force.get("sim", 0.0),
-            external_force_n=self._ext_force,
-            wrench_valid=wrench_valid,
-            sim_contact=self._contact["sim"],
-            sim_contact_recent=bool(sim_contact_recent),
-            real_contact=self._contact["real"],
-            sim_tip_velocity_m_s=tip_vel["sim"],
-            real_tip_velocity_m_s=tip_vel["real"],
-            ee_error_m=ee_err_norm,
-            object_error_m=obj_err,
-            object_tool_error_m=obj_tool_err,
-            object_error_speed_m_s=obj_speed,
-            object_free_drift_m=self._obj_free_drift_m,
-            real_tool_object_m=real_tool_object_m,
-            sim_object_speed_m_s=sim_obj_speed,
-            stalled_joints=stalled,
-            stall_s=stall_s,
-            fit=self._fit,
-            unexplained_s=self._unexplained_s,
-            command_age_s=cmd_age,
-            sensor_flags=flags,
-            since_untrusted_s=since_untrusted,
-        )
+        # One TickFeatures, refilled every grid time (attribution keeps none of it): building
+        # it from 30 keywords cost more than the rules that read it.
+        feats = self._feats
+        feats.t_ns = t
+        feats.joints_valid = joints_valid
+        feats.joint_names = self.joint_names or ()
+        feats.q_residual_rad = q_res
+        feats.joint_residual_rad = joint_residual
+        feats.effort_residual = effort_residual
+        feats.force_residual_n = _norm3(self._force_res)
+        feats.torque_residual_nm = _norm3(self._torque_res)
+        feats.sim_force_n = contact_force.get("sim", 0.0)
+        feats.external_force_n = self._ext_force
+        feats.wrench_valid = wrench_valid
+        feats.sim_contact = self._contact["sim"]
+        feats.sim_contact_recent = bool(sim_contact_recent)
+        feats.real_contact = self._contact["real"]
+        feats.sim_tip_velocity_m_s = tip_vel["sim"]
+        feats.real_tip_velocity_m_s = tip_vel["real"]
+        feats.ee_error_m = ee_err_norm
+        feats.object_error_m = obj_err
+        feats.object_tool_error_m = obj_tool_err
+        feats.object_error_speed_m_s = obj_speed
+        feats.object_free_drift_m = self._obj_free_drift_m
+        feats.real_tool_object_m = real_tool_object_m
+        feats.sim_object_speed_m_s = sim_obj_speed
+        feats.stalled_joints = stalled
+        feats.stall_s = stall_s
+        feats.fit = self._fit
+        feats.unexplained_s = self._unexplained_s
+        feats.command_age_s = cmd_age
+        feats.sensor_flags = flags
+        feats.since_untrusted_s = since_untrusted
         feats.since_active_s = {c: (t - ns) * 1e-9 for c, ns in self._last_active_ns.items()}
         feats.last_kind = dict(self._last_kind)
         verdict = attribute(feats, cfg.attribution)
