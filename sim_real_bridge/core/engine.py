@@ -1465,6 +1465,7 @@ class DivergenceEngine:
         self._sim_contact_last_ns: int | None = None
         self._stall_s: np.ndarray | None = None
         self._stall_any = False  # whether any _stall_s is above 0
+        self._seen: tuple[dict[str, _Series], list[tuple[_Series, StreamHealth]]] | None = None
         self._unexplained_s = 0.0
         self._last_untrusted_ns: int | None = None
         self._obj_hist: deque = deque()
@@ -1809,13 +1810,22 @@ class DivergenceEngine:
 
     # ------------------------------------------------------------------ ticking
     def _streams_seen(self) -> list[tuple[_Series, StreamHealth]]:
-        """(series, health) of every joint and wrench stream seen (see :meth:`_ready`)."""
+        """(series, health) of every joint and wrench stream seen (see :meth:`_ready`).
+
+        Once all four are seen the list is final (a trimmed series keeps its newest rows)
+        until the series are replaced, which replaces ``_joints``.
+        """
+        seen = self._seen
+        if seen is not None and seen[0] is self._joints:
+            return seen[1]
         out = []
         for side in SIDES:
             for topic, series in (("joint_states", self._joints.get(side)), ("wrench", self._wrench[side])):
                 if series is None or not len(series):
                     continue
                 out.append((series, self._health[(side, topic)]))
+        if len(out) == 2 * len(SIDES):
+            self._seen = (self._joints, out)
         return out
 
     def tick(self, now_ns: int) -> TickOutput:
@@ -1823,7 +1833,8 @@ class DivergenceEngine:
         now_ns = int(now_ns)
         cfg = self.config
         self._last_tick_ns = now_ns
-        if self.joint_names is not None and all(len(self._joints[s]) for s in SIDES):
+        joints = self._joints
+        if self.joint_names is not None and len(joints["sim"]) and len(joints["real"]):
             if self._next_t_ns is None:
                 first = max(int(self._joints[s].times[0]) for s in SIDES)
                 self._next_t_ns = -(-first // self._dt_ns) * self._dt_ns
