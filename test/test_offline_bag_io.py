@@ -526,3 +526,15 @@ def test_chunks_without_message_indexes_are_walked_record_by_record(store, tmp_p
     path.write_bytes(bytes(data))
     with open_bags(bag) as bags, pytest.raises(BagError, match=r"topic /sim/wrench: cannot read .*record overruns chunk"):
         bags.read_columns("/sim/wrench")
+
+
+def test_message_indexes_outside_the_read_span_are_read_from_the_file(store, tmp_path, monkeypatch):
+    from sim_real_bridge.offline import bag_io
+
+    read_from_file = bag_io._index_entries
+    monkeypatch.setattr(bag_io, "_index_entries", lambda span, *args: read_from_file(span[:0], *args))
+    bag = write_bag(store, tmp_path / "bag", robot_messages(store, "/sim", n=60))
+    with open_bags(bag) as bags:
+        cols = bags.read_many(["/sim/joint_states", "/sim/wrench"])
+    assert_joint_columns(cols["/sim/joint_states"], reference([bag], "/sim/joint_states"))
+    assert_wrench_columns(cols["/sim/wrench"], reference([bag], "/sim/wrench"))
