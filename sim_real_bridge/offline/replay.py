@@ -454,8 +454,7 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
     with BagWriter(path, store) as bag:
         for topic, msgtype in DIVERGENCE_TOPICS.items():
             bag.add_topic(topic, msgtype)
-        for topic, log_time in zip(topics, log_times, strict=True):
-            bag.write(topic, log_time, next(pending[topic]))
+        bag.write_many(topics, log_times, [next(pending[topic]) for topic in topics])
     return path
 
 
