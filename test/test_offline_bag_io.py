@@ -538,3 +538,19 @@ def test_message_indexes_outside_the_read_span_are_read_from_the_file(store, tmp
         cols = bags.read_many(["/sim/joint_states", "/sim/wrench"])
     assert_joint_columns(cols["/sim/joint_states"], reference([bag], "/sim/joint_states"))
     assert_wrench_columns(cols["/sim/wrench"], reference([bag], "/sim/wrench"))
+
+
+@pytest.mark.parametrize("width", [1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 104])
+def test_rows_are_compared_byte_for_byte_at_every_width(width):
+    from sim_real_bridge.offline.bag_io import _equal_rows
+
+    rng = np.random.default_rng(width)
+    template = rng.integers(0, 256, size=width + 3, dtype=np.uint8)[2 : width + 2]  # unaligned
+    rows = np.tile(template, (3 * width + 1, 1))
+    for i in range(width):  # row 3i differs in byte i, row 3i + 1 in byte i by one bit
+        rows[3 * i, i] ^= 0xFF
+        rows[3 * i + 1, i] ^= 0x01
+    block = np.zeros((rows.shape[0], width + 5), dtype=np.uint8)
+    block[:, 3 : 3 + width] = rows  # rows as they come: a strided slice of wider ones
+    got = _equal_rows(block[:, 3 : 3 + width], template)
+    assert got.tolist() == (rows == template).all(axis=1).tolist()

@@ -865,14 +865,20 @@ def _layout_fixed(count: int) -> Any:
 
 
 def _equal_rows(rows: np.ndarray, template: np.ndarray) -> np.ndarray:
-    """Whether each row equals ``template``, compared 8 bytes at a time where it is long enough."""
+    """Whether each row equals ``template``, compared 8 (or 4) bytes at a time where it is
+    long enough: numpy's per-row reduction over many single bytes costs more than the bytes."""
     width = template.size
-    if width < 8:
+    if width < 4:
         return (rows == template).all(axis=1)
-    whole = width - width % 8
-    ok = (rows[:, :whole].view("<u8") == template[:whole].view("<u8")).all(axis=1)
-    if whole < width:  # the last 8 bytes, overlapping the ones compared already
-        ok &= rows[:, -8:].view("<u8").ravel() == template[-8:].view("<u8")[0]
+    word = "<u8" if width >= 8 else "<u4"
+    size = 8 if width >= 8 else 4
+    whole = width - width % size
+    if whole == size:
+        ok = rows[:, :size].view(word).ravel() == template[:size].view(word)[0]
+    else:
+        ok = (rows[:, :whole].view(word) == template[:whole].view(word)).all(axis=1)
+    if whole < width:  # the last word, overlapping the ones compared already
+        ok &= rows[:, -size:].view(word).ravel() == template[-size:].view(word)[0]
     return ok
 
 
@@ -892,8 +898,8 @@ def _batch(
         pos = max(pos, end)
     good = rows if ok.all() else rows[ok]
     out: dict[str, np.ndarray] = {
-        "sec": good[:, 4:8].view("<i4").ravel().astype(np.int64),
-        "nanosec": good[:, 8:12].view("<u4").ravel().astype(np.int64),
+        "sec": good[:, 4:8].view("<i4").astype(np.int64).ravel(),
+        "nanosec": good[:, 8:12].view("<u4").astype(np.int64).ravel(),
     }
     for name, (offset, n) in layout.regions.items():
         out[name] = good[:, offset : offset + 8 * n].view("<f8").astype(np.float64)
@@ -914,7 +920,9 @@ def _fast_batches(
     bool`` checks the template message's decoded row 0 against rosbags. Messages not
     yielded are left to the per-message path.
     """
-    for length in np.unique(raw.size).tolist():
+    sizes = raw.size
+    lengths = sizes[:1].tolist() if sizes.size and (sizes == sizes[0]).all() else np.unique(sizes).tolist()
+    for length in lengths:
         if length < 16:
             continue  # too short for a header: rosbags' deserializer reports it
         index = np.flatnonzero(raw.size == length)
