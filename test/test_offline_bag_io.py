@@ -554,3 +554,29 @@ def test_rows_are_compared_byte_for_byte_at_every_width(width):
     block[:, 3 : 3 + width] = rows  # rows as they come: a strided slice of wider ones
     got = _equal_rows(block[:, 3 : 3 + width], template)
     assert got.tolist() == (rows == template).all(axis=1).tolist()
+
+
+def test_bag_directory_of_one_mcap_opens_the_file_when_metadata_agrees(store, tmp_path):
+    from rosbags.rosbag2 import Reader
+    from rosbags.rosbag2.reader import DirectoryReader
+    from rosbags.rosbag2.storage_mcap import McapReader
+
+    bag = write_bag(store, tmp_path / "bag", robot_messages(store, "/sim", n=30))
+    with Reader(bag) as rosbags_reader:
+        expected = [(c.topic, c.msgtype, c.msgcount) for c in rosbags_reader.connections]
+        span = (rosbags_reader.start_time, rosbags_reader.end_time - 1)
+    with open_bags(bag) as bags:
+        assert isinstance(bags._sources[0].reader.storage, McapReader)
+        assert [(t, i.msgtype, i.message_count) for t, i in bags.topics().items()] == expected
+        assert bags.time_range_ns() == span
+        assert_joint_columns(bags.read_columns("/sim/joint_states"), reference([bag], "/sim/joint_states"))
+
+    meta = bag / "metadata.yaml"
+    text = meta.read_text()
+    meta.write_text(text.replace("message_count: 30\n", "message_count: 29\n", 1))
+    with open_bags(bag) as bags:  # metadata and file disagree: rosbags reads the directory as always
+        assert isinstance(bags._sources[0].reader.storage, DirectoryReader)
+        assert 29 in [i.message_count for i in bags.topics().values()]
+    meta.write_text(text.replace("storage_identifier: mcap", "storage_identifier: mcap\n  bad: [unclosed"))
+    with pytest.raises(BagError, match=r"bag .*bag: cannot open \(corrupt or truncated\?\)"):
+        open_bags(bag)

@@ -23,10 +23,11 @@ import heapq
 import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
+import yaml
 from numpy.lib.stride_tricks import sliding_window_view
 from rosbags.interfaces import Connection, MessageDefinitionFormat
 from rosbags.rosbag2 import Reader
@@ -722,6 +723,66 @@ def _scan_mcap_chunks(
     return True
 
 
+def _open_reader(bag_path: Path) -> Reader:
+    """rosbags' Reader of one bag, opened.
+
+    A bag directory of one uncompressed MCAP file opens the file itself when the
+    file's summary agrees with metadata.yaml on every topic, type, count and the time
+    range (then the two readers give the same topics, connections and messages):
+    rosbags reads metadata.yaml with a pure-Python YAML parser, most of an open's
+    time. Anything else, or any doubt, opens the bag as rosbags does.
+    """
+    single = _single_mcap(bag_path)
+    if single is not None:
+        file_path, info = single
+        reader = Reader(file_path)
+        try:
+            reader.open()
+            if _summary_agrees(reader, info):
+                return reader
+            reader.close()
+        except Exception:  # noqa: BLE001 - the bag is opened as rosbags does, which reports the error
+            if reader.is_open:
+                reader.close()
+    reader = Reader(bag_path)
+    reader.open()
+    return reader
+
+
+def _single_mcap(bag_path: Path) -> tuple[Path, dict[str, Any]] | None:
+    """(the MCAP file, bag information) of a bag directory of one uncompressed MCAP file."""
+    meta = bag_path / "metadata.yaml"
+    if not meta.is_file():
+        return None
+    try:
+        info = yaml.load(meta.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        info = info["rosbag2_bagfile_information"]
+        files = info["relative_file_paths"]
+        if (
+            not isinstance(info["version"], int) or info["version"] > 9 or info["storage_identifier"] != "mcap"
+            or info.get("compression_mode") not in (None, "", "none", "NONE") or len(files) != 1
+        ):
+            return None
+        file_path = bag_path / PurePath(files[0]).name
+        return (file_path, info) if file_path.suffix == ".mcap" and file_path.is_file() else None
+    except Exception:  # noqa: BLE001 - anything unexpected: rosbags reads the bag
+        return None
+
+
+def _summary_agrees(reader: Reader, info: dict[str, Any]) -> bool:
+    """Whether an MCAP file's reader sees what rosbags' reader of its bag directory would."""
+    count = info["message_count"]
+    start = info["starting_time"]["nanoseconds_since_epoch"]
+    end = start + info["duration"]["nanoseconds"] + 1
+    topics = [(t["topic_metadata"]["name"], t["topic_metadata"]["type"], t["topic_metadata"]["serialization_format"],
+               t["message_count"]) for t in info["topics_with_message_count"]]
+    return (
+        [(c.topic, c.msgtype, c.ext.serialization_format, c.msgcount) for c in reader.connections] == topics
+        and reader.message_count == count
+        and (not count or (reader.start_time, reader.end_time) == (start, end))
+    )
+
+
 def open_bags(
     paths: Sequence[Path | str] | Path | str,
     *,
@@ -757,8 +818,7 @@ def open_bags(
             for bag_path in _expand(Path(raw_path)):
                 label = str(bag_path)
                 try:
-                    reader = Reader(bag_path)
-                    reader.open()
+                    reader = _open_reader(bag_path)
                 except BagError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - rosbags ReaderError and OS errors
