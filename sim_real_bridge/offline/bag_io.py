@@ -661,6 +661,8 @@ def _read_mcap_chunks(bio: Any, chunks: Sequence[Any], channels: Mapping[int, st
             records = buf[bases[i] : bases[i] + chunk.uncompressed_size]
             indexed = [_walked_chunk_messages(records, chunk, channels)]
         pieces += [(np.full(ids.size, i, dtype=np.int64), ids, times, offsets) for ids, times, offsets in indexed]
+    if not pieces:
+        return {}
     chunk_of, channel, log_time, offset = (np.concatenate(column) for column in zip(*pieces, strict=True))
     starts, sizes = _check_entries(buf, chunks, chunk_of, bases, channel, log_time, offset)
     codes = {topic: code for code, topic in enumerate(dict.fromkeys(channels.values()))}
