@@ -139,17 +139,14 @@ class _McapStorage(McapWriter):
         chunk.message_end_time = max(last, chunk.message_end_time)
         self.message_start_time = min(first, self.message_start_time)
         self.message_end_time = max(last, self.message_end_time)
-        # Channels in order of their first message here: the order of the chunk's message indexes.
+        # Channels in order of their first message here: the order of the chunk's message
+        # indexes. Their entries go in as one (k, 2) array per channel (see close_chunk).
         ids, first_at, counts = np.unique(channel_ids, return_index=True, return_counts=True)
-        stamps, starts = timestamps.tolist(), offsets.tolist()
+        entries = np.column_stack([timestamps, offsets]).astype("<u8")
         for k in np.argsort(first_at, kind="stable").tolist():
             cid = int(ids[k])
             self.channel_stats[cid] += int(counts[k])
-            if ids.size == 1:
-                chunk.msgs[cid].extend(zip(stamps, starts))
-            else:
-                picked = np.flatnonzero(channel_ids == cid).tolist()
-                chunk.msgs[cid].extend((stamps[i], starts[i]) for i in picked)
+            chunk.msgs[cid].append(entries if ids.size == 1 else entries[channel_ids == cid])  # type: ignore[arg-type]
 
     def close_chunk(self) -> None:
         """rosbags' ``close_chunk`` with each message index packed by numpy (same bytes)."""
@@ -171,7 +168,7 @@ class _McapStorage(McapWriter):
         offsets: list[tuple[int, int]] = []
         for cid, msgs in self.chunk.msgs.items():
             offsets.append((cid, self.bio.tell()))
-            entries = np.asarray(msgs, dtype="<u8").tobytes()
+            entries = _index_bytes(msgs)
             rec = BytesIO()
             write_uint16(rec, cid)
             write_uint32(rec, len(entries))
@@ -194,6 +191,24 @@ class _McapStorage(McapWriter):
         self.chunks.append(rec)
 
         self.chunk = PendingChunk(2**63 - 1, 0, BytesIO(), defaultdict(list))
+
+
+def _index_bytes(msgs: Sequence[tuple[int, int] | np.ndarray]) -> bytes:
+    """One channel's message index entries of a chunk as bytes: (log time, offset) tuples
+    as rosbags' ``write`` appends them, (k, 2) uint64 arrays as ``write_many`` does."""
+    parts: list[np.ndarray] = []
+    run: list[tuple[int, int]] = []
+    for entry in msgs:
+        if isinstance(entry, np.ndarray):
+            if run:
+                parts.append(np.asarray(run, dtype="<u8"))
+                run = []
+            parts.append(entry)
+        else:
+            run.append(entry)
+    if run:
+        parts.append(np.asarray(run, dtype="<u8"))
+    return b"".join(part.tobytes() for part in parts)
 
 
 class _Writer(Writer):
