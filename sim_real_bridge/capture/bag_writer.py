@@ -21,6 +21,7 @@ import errno
 import os
 import shutil
 import struct
+import weakref
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from io import BytesIO
@@ -246,6 +247,19 @@ def _zstd_compress(data: bytes | memoryview) -> bytes:
     return zstd.compress(data)
 
 
+#: Per typestore, msgtype -> (message definition, RIHS01 hash), as rosbags' Writer makes
+#: them; a registered type never changes, and each bag would make them again.
+_DEFINITIONS: weakref.WeakKeyDictionary[Typestore, dict[str, tuple[str, str]]] = weakref.WeakKeyDictionary()
+
+
+def _definition(typestore: Typestore, msgtype: str) -> tuple[str, str]:
+    """(message definition with dependencies, RIHS01 hash) of a type, for Writer.add_connection."""
+    known = _DEFINITIONS.setdefault(typestore, {})
+    if msgtype not in known:
+        known[msgtype] = (typestore.generate_msgdef(msgtype, ros_version=2)[0], typestore.hash_rihs01(msgtype))
+    return known[msgtype]
+
+
 def _os_error_text(exc: OSError) -> str:
     name = errno.errorcode.get(exc.errno or 0, "")
     return f"{exc.strerror or exc} ({name})" if name else str(exc)
@@ -356,8 +370,9 @@ class BagWriter:
             return
         if msgtype not in self.typestore.types:
             raise SnapshotError(f"unknown message type {msgtype} for topic {topic} of bag {self.path}")
+        msgdef, rihs01 = _definition(self.typestore, msgtype)
         try:
-            self._connections[topic] = writer.add_connection(topic, msgtype, typestore=self.typestore)
+            self._connections[topic] = writer.add_connection(topic, msgtype, msgdef=msgdef, rihs01=rihs01)
         except OSError as exc:
             raise SnapshotError(f"cannot write bag {self.path}: {_os_error_text(exc)}") from exc
         self._msgtypes[topic] = msgtype
