@@ -104,3 +104,40 @@ def test_write_many_refuses_unknown_topics_and_mismatched_lengths(tmp_path: Path
         bag.write("/a", T0, b"\x00\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00")
     with AnyReader([tmp_path / "x.mcap"]) as reader:
         assert reader.message_count == 1
+
+
+@pytest.mark.parametrize("compression", ["MESSAGE", "STORAGE"])
+def test_compressed_write_many_gives_rosbags_file(tmp_path: Path, compression: str) -> None:
+    from rosbags.rosbag2.enums import CompressionFormat, CompressionMode
+
+    from sim_real_bridge.capture.bag_writer import _Writer
+
+    messages = _messages(1500, seed=4)
+    files = []
+    for name, writer_class in (("rosbags", Writer), ("ours", _Writer)):
+        writer = writer_class(tmp_path / name / "x", version=9, storage_plugin=StoragePlugin.MCAP)
+        writer.set_compression(CompressionMode[compression], CompressionFormat.ZSTD)
+        with writer:
+            conns = {t: writer.add_connection(t, msgtype, typestore=STORE) for t, msgtype in TOPICS.items()}
+            if writer_class is Writer:
+                for topic, stamp, data in messages:
+                    writer.write(conns[topic], stamp, data)
+            else:
+                writer.write_many(np.array([conns[m[0]].id for m in messages]), np.array([m[1] for m in messages]),
+                                  [m[2] for m in messages])
+        files.append(tmp_path / name / "x")
+    assert (files[0] / "x.mcap").read_bytes() == (files[1] / "x.mcap").read_bytes()
+    with AnyReader([files[1]]) as reader:
+        assert [(c.topic, t, bytes(d)) for c, t, d in reader.messages()] == sorted(messages, key=lambda m: m[1])
+
+
+def test_write_many_on_sqlite3_storage_writes_message_by_message(tmp_path: Path) -> None:
+    from sim_real_bridge.capture.bag_writer import _Writer
+
+    messages = _messages(200, seed=5)
+    with _Writer(tmp_path / "bag", version=9, storage_plugin=StoragePlugin.SQLITE3) as writer:
+        conns = {t: writer.add_connection(t, msgtype, typestore=STORE) for t, msgtype in TOPICS.items()}
+        writer.write_many(np.array([conns[m[0]].id for m in messages]), np.array([m[1] for m in messages]),
+                          [m[2] for m in messages])
+    with AnyReader([tmp_path / "bag"]) as reader:
+        assert sorted((c.topic, t, bytes(d)) for c, t, d in reader.messages()) == sorted(messages)

@@ -36,6 +36,7 @@ from rosbags.rosbag2.errors import WriterError
 from rosbags.rosbag2.storage_mcap import McapWriter, PendingChunk, write_record, write_string, write_uint16
 from rosbags.rosbag2.storage_mcap import decompress as mcap_decompress
 from rosbags.rosbag2.storage_mcap import write_uint32, write_uint64
+from rosbags.rosbag2.writer import zstd as rosbags_zstd  # what rosbags compresses messages with
 from rosbags.typesys import get_types_from_msg
 from rosbags.typesys.store import Typestore
 
@@ -232,19 +233,13 @@ class _Writer(Writer):
         if unknown:
             raise WriterError(f"Tried to write to unknown connection ids {sorted(unknown)}.")
         if self.compression_mode == CompressionMode.MESSAGE:
-            datas = [_zstd_compress(data) for data in datas]
+            datas = [rosbags_zstd.compress(data) for data in datas]
         self.storage.write_many(channel_ids, timestamps, datas)
         for cid, count in zip(ids.tolist(), counts.tolist(), strict=True):
             self.counts[cid] += count
         if len(datas):
             self.min_timestamp = min(int(timestamps.min()), self.min_timestamp)
             self.max_timestamp = max(int(timestamps.max()), self.max_timestamp)
-
-
-def _zstd_compress(data: bytes | memoryview) -> bytes:
-    from rosbags.rosbag2.writer import zstd  # noqa: PLC0415 - the zstd rosbags compresses messages with
-
-    return zstd.compress(data)
 
 
 #: Per typestore, msgtype -> (message definition, RIHS01 hash), as rosbags' Writer makes
