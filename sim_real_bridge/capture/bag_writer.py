@@ -263,7 +263,9 @@ def _os_error_text(exc: OSError) -> str:
 class BagWriter:
     """Thin wrapper over rosbags' rosbag2 Writer (MCAP storage, metadata version 9).
 
-    Use as a context manager: on a clean exit the bag is finished and moved into
+    :meth:`write_many` writes a batch of messages with one call (a subclass of rosbags'
+    MCAP storage writer joins their records); the file is the one rosbags writes
+    message by message, byte for byte. Use as a context manager: on a clean exit the bag is finished and moved into
     place; on an exception the partial output is removed. Every filesystem failure is
     raised as :class:`SnapshotError` naming the path.
 
