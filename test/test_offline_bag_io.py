@@ -526,3 +526,57 @@ def test_chunks_without_message_indexes_are_walked_record_by_record(store, tmp_p
     path.write_bytes(bytes(data))
     with open_bags(bag) as bags, pytest.raises(BagError, match=r"topic /sim/wrench: cannot read .*record overruns chunk"):
         bags.read_columns("/sim/wrench")
+
+
+def test_message_indexes_outside_the_read_span_are_read_from_the_file(store, tmp_path, monkeypatch):
+    from sim_real_bridge.offline import bag_io
+
+    read_from_file = bag_io._index_entries
+    monkeypatch.setattr(bag_io, "_index_entries", lambda span, *args: read_from_file(span[:0], *args))
+    bag = write_bag(store, tmp_path / "bag", robot_messages(store, "/sim", n=60))
+    with open_bags(bag) as bags:
+        cols = bags.read_many(["/sim/joint_states", "/sim/wrench"])
+    assert_joint_columns(cols["/sim/joint_states"], reference([bag], "/sim/joint_states"))
+    assert_wrench_columns(cols["/sim/wrench"], reference([bag], "/sim/wrench"))
+
+
+@pytest.mark.parametrize("width", [1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 104])
+def test_rows_are_compared_byte_for_byte_at_every_width(width):
+    from sim_real_bridge.offline.bag_io import _equal_rows
+
+    rng = np.random.default_rng(width)
+    template = rng.integers(0, 256, size=width + 3, dtype=np.uint8)[2 : width + 2]  # unaligned
+    rows = np.tile(template, (3 * width + 1, 1))
+    for i in range(width):  # row 3i differs in byte i, row 3i + 1 in byte i by one bit
+        rows[3 * i, i] ^= 0xFF
+        rows[3 * i + 1, i] ^= 0x01
+    block = np.zeros((rows.shape[0], width + 5), dtype=np.uint8)
+    block[:, 3 : 3 + width] = rows  # rows as they come: a strided slice of wider ones
+    got = _equal_rows(block[:, 3 : 3 + width], template)
+    assert got.tolist() == (rows == template).all(axis=1).tolist()
+
+
+def test_bag_directory_of_one_mcap_opens_the_file_when_metadata_agrees(store, tmp_path):
+    from rosbags.rosbag2 import Reader
+    from rosbags.rosbag2.reader import DirectoryReader
+    from rosbags.rosbag2.storage_mcap import McapReader
+
+    bag = write_bag(store, tmp_path / "bag", robot_messages(store, "/sim", n=30))
+    with Reader(bag) as rosbags_reader:
+        expected = [(c.topic, c.msgtype, c.msgcount) for c in rosbags_reader.connections]
+        span = (rosbags_reader.start_time, rosbags_reader.end_time - 1)
+    with open_bags(bag) as bags:
+        assert isinstance(bags._sources[0].reader.storage, McapReader)
+        assert [(t, i.msgtype, i.message_count) for t, i in bags.topics().items()] == expected
+        assert bags.time_range_ns() == span
+        assert_joint_columns(bags.read_columns("/sim/joint_states"), reference([bag], "/sim/joint_states"))
+
+    meta = bag / "metadata.yaml"
+    text = meta.read_text()
+    meta.write_text(text.replace("message_count: 30\n", "message_count: 29\n", 1))
+    with open_bags(bag) as bags:  # metadata and file disagree: rosbags reads the directory as always
+        assert isinstance(bags._sources[0].reader.storage, DirectoryReader)
+        assert 29 in [i.message_count for i in bags.topics().values()]
+    meta.write_text(text.replace("storage_identifier: mcap", "storage_identifier: mcap\n  bad: [unclosed"))
+    with pytest.raises(BagError, match=r"bag .*bag: cannot open \(corrupt or truncated\?\)"):
+        open_bags(bag)

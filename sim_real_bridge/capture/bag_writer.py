@@ -21,14 +21,22 @@ import errno
 import os
 import shutil
 import struct
-from collections.abc import Iterator
+import weakref
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from io import BytesIO
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import numpy as np
 from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.rosbag2.enums import CompressionMode
 from rosbags.rosbag2.errors import WriterError
+from rosbags.rosbag2.storage_mcap import McapWriter, PendingChunk, write_record, write_string, write_uint16
 from rosbags.rosbag2.storage_mcap import decompress as mcap_decompress
+from rosbags.rosbag2.storage_mcap import write_uint32, write_uint64
+from rosbags.rosbag2.writer import zstd as rosbags_zstd  # what rosbags compresses messages with
 from rosbags.typesys import get_types_from_msg
 from rosbags.typesys.store import Typestore
 
@@ -76,6 +84,177 @@ def mcap_file_is_complete(path: Path) -> bool:
     return head == _MCAP_MAGIC and tail == _MCAP_MAGIC
 
 
+#: rosbags' MCAP writer closes a chunk after the message that takes it past this size.
+_CHUNK_BYTES = 2**20
+#: An MCAP message record before its payload: opcode, record length, channel, sequence,
+#: log time, publish time (rosbags writes the log time as both, sequence 0).
+_MESSAGE_HEAD = np.dtype(
+    {"names": ["opcode", "length", "channel", "sequence", "log_time", "publish_time"],
+     "formats": ["u1", "<u8", "<u2", "<u4", "<u8", "<u8"], "offsets": [0, 1, 9, 11, 15, 23], "itemsize": 31}
+)
+
+
+class _McapStorage(McapWriter):
+    """rosbags' MCAP storage writer plus :meth:`write_many`; the file is the same, byte
+    for byte, as rosbags writes it message by message (same records, chunks, indexes)."""
+
+    def write_many(self, channel_ids: np.ndarray, timestamps: np.ndarray, datas: Sequence[bytes | memoryview]
+                   ) -> None:
+        """:meth:`write` of many messages in order: their records are joined and written
+        with one call per chunk."""
+        count = len(datas)
+        if count and int(timestamps.min()) < 0:
+            raise OverflowError("MCAP log times are unsigned: a timestamp is negative")
+        sizes = np.fromiter(map(len, datas), dtype=np.int64, count=count) + _MESSAGE_HEAD.itemsize
+        ends = np.cumsum(sizes)
+        done = 0
+        while done < count:
+            pos = self.chunk.bio.tell()
+            chunk_ends = ends[done:] - (int(ends[done - 1]) if done else 0) + pos
+            stop = min(count, done + 1 + int(np.searchsorted(chunk_ends, _CHUNK_BYTES, side="right")))
+            self._append(channel_ids[done:stop], timestamps[done:stop], datas[done:stop], sizes[done:stop],
+                         chunk_ends[: stop - done] - sizes[done:stop])
+            done = stop
+            if self.chunk.bio.tell() > _CHUNK_BYTES:
+                self.close_chunk()
+
+    def _append(self, channel_ids: np.ndarray, timestamps: np.ndarray, datas: Sequence[bytes | memoryview],
+                sizes: np.ndarray, offsets: np.ndarray) -> None:
+        """Write message records (``sizes`` bytes each) into the open chunk; ``offsets``
+        are where they start in it."""
+        count = len(datas)
+        head = np.zeros(count, dtype=_MESSAGE_HEAD)
+        head["opcode"] = 0x05
+        head["length"] = sizes - 9
+        head["channel"] = channel_ids
+        head["log_time"] = timestamps
+        head["publish_time"] = timestamps
+        heads = head.tobytes()
+        size = _MESSAGE_HEAD.itemsize
+        pieces: list[Any] = [None] * (2 * count)
+        pieces[::2] = [heads[i : i + size] for i in range(0, size * count, size)]
+        pieces[1::2] = datas
+        chunk = self.chunk
+        chunk.bio.write(b"".join(pieces))
+        first, last = int(timestamps.min()), int(timestamps.max())
+        chunk.message_start_time = min(first, chunk.message_start_time)
+        chunk.message_end_time = max(last, chunk.message_end_time)
+        self.message_start_time = min(first, self.message_start_time)
+        self.message_end_time = max(last, self.message_end_time)
+        # Channels in order of their first message here: the order of the chunk's message
+        # indexes. Their entries go in as one (k, 2) array per channel (see close_chunk).
+        ids, first_at, counts = np.unique(channel_ids, return_index=True, return_counts=True)
+        entries = np.column_stack([timestamps, offsets]).astype("<u8")
+        for k in np.argsort(first_at, kind="stable").tolist():
+            cid = int(ids[k])
+            self.channel_stats[cid] += int(counts[k])
+            chunk.msgs[cid].append(entries if ids.size == 1 else entries[channel_ids == cid])  # type: ignore[arg-type]
+
+    def close_chunk(self) -> None:
+        """rosbags' ``close_chunk`` with each message index packed by numpy (same bytes)."""
+        rec = BytesIO()
+        write_uint64(rec, self.chunk.message_start_time)
+        write_uint64(rec, self.chunk.message_end_time)
+        write_uint64(rec, self.chunk.bio.tell())
+        write_uint32(rec, 0)
+
+        compressed = self.compressor(self.chunk.bio.getvalue())
+        write_string(rec, self.compression)
+        write_uint64(rec, len(compressed))
+        rec.write(compressed)
+
+        chunk_start = self.bio.tell()
+        write_record(self.bio, 0x06, rec)
+        chunk_end = self.bio.tell()
+
+        offsets: list[tuple[int, int]] = []
+        for cid, msgs in self.chunk.msgs.items():
+            offsets.append((cid, self.bio.tell()))
+            entries = _index_bytes(msgs)
+            rec = BytesIO()
+            write_uint16(rec, cid)
+            write_uint32(rec, len(entries))
+            rec.write(entries)
+            write_record(self.bio, 0x07, rec)
+
+        rec = BytesIO()
+        write_uint64(rec, self.chunk.message_start_time)
+        write_uint64(rec, self.chunk.message_end_time)
+        write_uint64(rec, chunk_start)
+        write_uint64(rec, chunk_end - chunk_start)
+        write_uint32(rec, len(offsets) * 10)
+        for cid, offset in offsets:
+            write_uint16(rec, cid)
+            write_uint64(rec, offset)
+        write_uint64(rec, self.bio.tell() - chunk_end)
+        write_string(rec, self.compression)
+        write_uint64(rec, len(compressed))
+        write_uint64(rec, self.chunk.bio.tell())
+        self.chunks.append(rec)
+
+        self.chunk = PendingChunk(2**63 - 1, 0, BytesIO(), defaultdict(list))
+
+
+def _index_bytes(msgs: Sequence[tuple[int, int] | np.ndarray]) -> bytes:
+    """One channel's message index entries of a chunk as bytes: (log time, offset) tuples
+    as rosbags' ``write`` appends them, (k, 2) uint64 arrays as ``write_many`` does."""
+    parts: list[np.ndarray] = []
+    run: list[tuple[int, int]] = []
+    for entry in msgs:
+        if isinstance(entry, np.ndarray):
+            if run:
+                parts.append(np.asarray(run, dtype="<u8"))
+                run = []
+            parts.append(entry)
+        else:
+            run.append(entry)
+    if run:
+        parts.append(np.asarray(run, dtype="<u8"))
+    return b"".join(part.tobytes() for part in parts)
+
+
+class _Writer(Writer):
+    """rosbags' rosbag2 Writer with :meth:`write_many` (MCAP storage)."""
+
+    STORAGE_PLUGINS = {**Writer.STORAGE_PLUGINS, StoragePlugin.MCAP: _McapStorage}
+
+    def write_many(self, channel_ids: np.ndarray, timestamps: np.ndarray, datas: Sequence[bytes | memoryview]
+                   ) -> None:
+        """:meth:`write` of many messages in order, by connection id (same file)."""
+        if not self.storage:
+            raise WriterError("Bag was not opened.")
+        if not isinstance(self.storage, _McapStorage):
+            connections = {c.id: c for c in self.connections}
+            for cid, timestamp, data in zip(channel_ids.tolist(), timestamps.tolist(), datas, strict=True):
+                self.write(connections[cid], timestamp, data)
+            return
+        ids, counts = np.unique(channel_ids, return_counts=True)
+        unknown = set(ids.tolist()) - set(self.counts)
+        if unknown:
+            raise WriterError(f"Tried to write to unknown connection ids {sorted(unknown)}.")
+        if self.compression_mode == CompressionMode.MESSAGE:
+            datas = [rosbags_zstd.compress(data) for data in datas]
+        self.storage.write_many(channel_ids, timestamps, datas)
+        for cid, count in zip(ids.tolist(), counts.tolist(), strict=True):
+            self.counts[cid] += count
+        if len(datas):
+            self.min_timestamp = min(int(timestamps.min()), self.min_timestamp)
+            self.max_timestamp = max(int(timestamps.max()), self.max_timestamp)
+
+
+#: Per typestore, msgtype -> (message definition, RIHS01 hash), as rosbags' Writer makes
+#: them; a registered type never changes, and each bag would make them again.
+_DEFINITIONS: weakref.WeakKeyDictionary[Typestore, dict[str, tuple[str, str]]] = weakref.WeakKeyDictionary()
+
+
+def _definition(typestore: Typestore, msgtype: str) -> tuple[str, str]:
+    """(message definition with dependencies, RIHS01 hash) of a type, for Writer.add_connection."""
+    known = _DEFINITIONS.setdefault(typestore, {})
+    if msgtype not in known:
+        known[msgtype] = (typestore.generate_msgdef(msgtype, ros_version=2)[0], typestore.hash_rihs01(msgtype))
+    return known[msgtype]
+
+
 def _os_error_text(exc: OSError) -> str:
     name = errno.errorcode.get(exc.errno or 0, "")
     return f"{exc.strerror or exc} ({name})" if name else str(exc)
@@ -84,7 +263,9 @@ def _os_error_text(exc: OSError) -> str:
 class BagWriter:
     """Thin wrapper over rosbags' rosbag2 Writer (MCAP storage, metadata version 9).
 
-    Use as a context manager: on a clean exit the bag is finished and moved into
+    :meth:`write_many` writes a batch of messages with one call (a subclass of rosbags'
+    MCAP storage writer joins their records); the file is the one rosbags writes
+    message by message, byte for byte. Use as a context manager: on a clean exit the bag is finished and moved into
     place; on an exception the partial output is removed. Every filesystem failure is
     raised as :class:`SnapshotError` naming the path.
 
@@ -99,7 +280,7 @@ class BagWriter:
         self.single_file = self.path.suffix == ".mcap"
         self._work_dir = partial_dir_for(self.path)
         self._bag_dir = self._work_dir / (self.path.stem if self.single_file else self.path.name)
-        self._writer: Writer | None = None
+        self._writer: _Writer | None = None
         self._connections: dict[str, Any] = {}
         self._msgtypes: dict[str, str] = {}
         self.message_count = 0
@@ -114,7 +295,7 @@ class BagWriter:
             if self._work_dir.exists():
                 shutil.rmtree(self._work_dir)
             self._work_dir.mkdir()
-            writer = Writer(self._bag_dir, version=ROSBAG2_VERSION, storage_plugin=StoragePlugin.MCAP)
+            writer = _Writer(self._bag_dir, version=ROSBAG2_VERSION, storage_plugin=StoragePlugin.MCAP)
             writer.open()
         except OSError as exc:
             self._discard()
@@ -186,8 +367,9 @@ class BagWriter:
             return
         if msgtype not in self.typestore.types:
             raise SnapshotError(f"unknown message type {msgtype} for topic {topic} of bag {self.path}")
+        msgdef, rihs01 = _definition(self.typestore, msgtype)
         try:
-            self._connections[topic] = writer.add_connection(topic, msgtype, typestore=self.typestore)
+            self._connections[topic] = writer.add_connection(topic, msgtype, msgdef=msgdef, rihs01=rihs01)
         except OSError as exc:
             raise SnapshotError(f"cannot write bag {self.path}: {_os_error_text(exc)}") from exc
         self._msgtypes[topic] = msgtype
@@ -204,6 +386,23 @@ class BagWriter:
             raise SnapshotError(f"cannot write bag {self.path}: {_os_error_text(exc)}") from exc
         self.message_count += 1
 
+    def write_many(self, topics: Sequence[str], stamps_ns: Sequence[int], datas: Sequence[bytes | memoryview]
+                   ) -> None:
+        """:meth:`write` of many serialized messages in order, with one call: the file is the
+        same, byte for byte, as written message by message."""
+        writer = self._require_open()
+        if not len(topics) == len(stamps_ns) == len(datas):
+            raise ValueError(f"{len(topics)} topics, {len(stamps_ns)} stamps and {len(datas)} messages")
+        try:
+            ids = [self._connections[topic].id for topic in topics]
+        except KeyError as exc:
+            raise SnapshotError(f"topic {exc.args[0]} was not added to bag {self.path}") from None
+        try:
+            writer.write_many(np.asarray(ids, dtype=np.int64), np.asarray(stamps_ns, dtype=np.int64), datas)
+        except OSError as exc:
+            raise SnapshotError(f"cannot write bag {self.path}: {_os_error_text(exc)}") from exc
+        self.message_count += len(ids)
+
     def write_message(self, topic: str, stamp_ns: int, msg: object) -> None:
         """Serialize a rosbags message object of the topic's type and write it."""
         msgtype = self._msgtypes.get(topic)
@@ -212,7 +411,7 @@ class BagWriter:
         self.write(topic, stamp_ns, self.typestore.serialize_cdr(msg, msgtype))
 
     # -- helpers -------------------------------------------------------------------
-    def _require_open(self) -> Writer:
+    def _require_open(self) -> _Writer:
         if self._writer is None:
             raise SnapshotError(f"bag {self.path} is not open")
         return self._writer

@@ -270,14 +270,19 @@ def _batch(records: Sequence[Any], write_one: Callable[..., bytes], frame_id: st
     return write_one(records[0], frame_id, marks), marks, stamps
 
 
+def _count(values: Any) -> int:
+    """``np.size(values)``, without its call overhead for arrays (it runs per record)."""
+    return values.size if type(values) is np.ndarray else int(np.size(values))
+
+
 def joint_divergence_cdr_many(records: Sequence[Any], frame_id: str = "") -> list[bytes]:
     """:func:`joint_divergence_cdr` of many records at once (same bytes): records of one
     layout (joint names and array lengths) are filled into one template with numpy."""
     out: list[bytes | None] = [None] * len(records)
     groups: dict[tuple, list[int]] = {}
     for i, rec in enumerate(records):
-        key = (tuple(rec.names), np.size(rec.position_residual_rad), np.size(rec.velocity_residual_rad_s),
-               np.size(rec.effort_residual))
+        key = (tuple(rec.names), _count(rec.position_residual_rad), _count(rec.velocity_residual_rad_s),
+               _count(rec.effort_residual))
         groups.setdefault(key, []).append(i)
     for rows in groups.values():
         picked = [records[i] for i in rows]

@@ -9,9 +9,12 @@ the stamp and float regions. Messages that do not match are deserialized one by
 one with rosbags, so the columns are always equal to what rosbags decodes.
 
 Column types: JointState, WrenchStamped, PoseStamped and Imu; every other type goes
-through :meth:`BagSet.iter_messages`. Raw messages come from MCAP chunks scanned in
-one loop (rosbags' index and decompression) or one SQL query per sqlite3 file;
-anything else (per-message compression, unchunked MCAP) uses rosbags' reader.
+through :meth:`BagSet.iter_messages`. Raw messages come from MCAP chunks read into
+one buffer and located by their message indexes (rosbags' chunk index and
+decompression), or from one SQL query per sqlite3 file; anything else (per-message
+compression, unchunked MCAP) uses rosbags' reader. A topic's messages stay in that
+buffer (start and size per message) and batches of one length are gathered from it
+as rows without a bytes object per message.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ import heapq
 import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 import numpy as np
+import yaml
+from numpy.lib.stride_tricks import sliding_window_view
 from rosbags.interfaces import Connection, MessageDefinitionFormat
 from rosbags.rosbag2 import Reader
 from rosbags.rosbag2.reader import DirectoryReader
@@ -137,6 +142,56 @@ class _Source:
     reader: Reader
     by_topic: dict[str, list[Connection]]
     logical_of: dict[str, str]
+
+
+@dataclass(frozen=True)
+class _Raw:
+    """Serialized messages of one topic in one byte buffer: message i, logged at
+    ``recv_ns[i]``, is ``buf[start[i] : start[i] + size[i]]`` (int64 arrays)."""
+
+    recv_ns: np.ndarray
+    buf: np.ndarray
+    start: np.ndarray
+    size: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.size.shape[0])
+
+    def __getitem__(self, i: int) -> bytes:
+        start = int(self.start[i])
+        return self.buf[start : start + int(self.size[i])].tobytes()
+
+    @classmethod
+    def of(cls, recv_ns: Sequence[int], datas: Sequence[bytes]) -> _Raw:
+        """Messages given one by one (sqlite3 rows, rosbags' reader)."""
+        size = np.fromiter(map(len, datas), dtype=np.int64, count=len(datas))
+        buf = np.frombuffer(b"".join(datas), dtype=np.uint8)
+        return cls(np.asarray(recv_ns, dtype=np.int64).reshape(-1), buf, np.cumsum(size) - size, size)
+
+    @classmethod
+    def concat(cls, parts: Sequence[_Raw]) -> _Raw:
+        """The messages of ``parts`` in order; distinct buffers are copied into one."""
+        if not parts:
+            return cls.of([], [])
+        if len(parts) == 1:
+            return parts[0]
+        bufs = list({id(p.buf): p.buf for p in parts}.values())
+        base = {id(bufs[0]): 0}
+        buf = bufs[0]
+        if len(bufs) > 1:
+            buf = np.concatenate(bufs)
+            ends = np.cumsum([b.size for b in bufs]).tolist()
+            base = {id(b): end - b.size for b, end in zip(bufs, ends, strict=True)}
+        return cls(
+            np.concatenate([p.recv_ns for p in parts]),
+            buf,
+            np.concatenate([p.start + base[id(p.buf)] for p in parts]),
+            np.concatenate([p.size for p in parts]),
+        )
+
+    def take(self, order: np.ndarray) -> _Raw:
+        """The messages at ``order``."""
+        return _Raw(self.recv_ns[order], self.buf, self.start[order], self.size[order])
 
 
 def _sniff(path: Path) -> str:
@@ -300,32 +355,34 @@ class BagSet:
 
     def _collect(
         self, topics: Sequence[str], start_ns: int | None, stop_ns: int | None, may_be_empty: Iterable[str] = ()
-    ) -> dict[str, tuple[np.ndarray, list[bytes]]]:
-        """Read raw messages of several topics in one pass over each bag (topics of
-        ``may_be_empty`` may have none in the window; the others raise BagError)."""
+    ) -> dict[str, _Raw]:
+        """Read raw messages of several topics in one pass over each bag, by log time
+        (topics of ``may_be_empty`` may have none in the window; the others raise BagError)."""
         infos = {t: self._info(t) for t in topics}
-        recv: dict[str, list[int]] = {t: [] for t in topics}
-        datas: dict[str, list[bytes]] = {t: [] for t in topics}
+        parts: dict[str, list[_Raw]] = {t: [] for t in topics}
         for source in self._sources:
             if not (
-                _scan_mcap_chunks(source, topics, start_ns, stop_ns, recv, datas)
-                or _query_sqlite(source, topics, start_ns, stop_ns, recv, datas)
+                _scan_mcap_chunks(source, topics, start_ns, stop_ns, parts)
+                or _query_sqlite(source, topics, start_ns, stop_ns, parts)
             ):
+                recv: dict[str, list[int]] = {t: [] for t in topics}
+                datas: dict[str, list[bytes]] = {t: [] for t in topics}
                 for topic, stamp, data in self._iter_source(source, topics, start_ns, stop_ns):
                     recv[topic].append(stamp)
                     datas[topic].append(data)
+                for topic in topics:
+                    if datas[topic]:
+                        parts[topic].append(_Raw.of(recv[topic], datas[topic]))
         out = {}
         optional = set(may_be_empty)
         for topic in topics:
-            if not datas[topic] and topic not in optional:
+            raw = _Raw.concat(parts[topic])
+            if not len(raw) and topic not in optional:
                 window = "" if start_ns is None and stop_ns is None else f" in window [{start_ns}, {stop_ns}) ns"
                 raise BagError(f"topic {topic} of bag(s) {', '.join(infos[topic].bags)} has no messages{window}")
-            stamps = np.asarray(recv[topic], dtype=np.int64)
-            order = np.argsort(stamps, kind="stable")
-            if np.any(order != np.arange(order.size)):
-                stamps = stamps[order]
-                datas[topic] = [datas[topic][i] for i in order]
-            out[topic] = (stamps, datas[topic])
+            if np.any(raw.recv_ns[1:] < raw.recv_ns[:-1]):
+                raw = raw.take(np.argsort(raw.recv_ns, kind="stable"))
+            out[topic] = raw
         return out
 
     # -- decoded access ------------------------------------------------------------
@@ -351,12 +408,11 @@ class BagSet:
         kinds = {t: self._info(t).msgtype for t in message_topics}
         everything = list(dict.fromkeys([*decoders, *kinds]))
         raw = self._collect(everything, start_ns, stop_ns, may_be_empty=[t for t in kinds if t not in decoders])
-        columns = {topic: decoders[topic](self, topic, *raw[topic]) for topic in decoders}
+        columns = {topic: decoders[topic](self, topic, raw[topic]) for topic in decoders}
         messages = {}
         for topic, msgtype in kinds.items():
-            stamps, datas = raw[topic]
-            messages[topic] = [(stamp, self._deserialize(data, msgtype, topic))
-                               for stamp, data in zip(stamps.tolist(), datas, strict=True)]
+            messages[topic] = [(stamp, self._deserialize(raw[topic][i], msgtype, topic))
+                               for i, stamp in enumerate(raw[topic].recv_ns.tolist())]
         return columns, messages
 
     def _deserialize(self, data: bytes, msgtype: str, topic: str) -> Any:
@@ -384,7 +440,7 @@ class BagSet:
         """Like :meth:`read_columns` for several topics, reading each bag once."""
         decoders = self._decoders(topics)
         raw = self._collect(list(decoders), start_ns, stop_ns)
-        return {topic: decoders[topic](self, topic, *raw[topic]) for topic in decoders}
+        return {topic: decoders[topic](self, topic, raw[topic]) for topic in decoders}
 
     def _decoders(self, topics: Sequence[str]) -> dict[str, Any]:
         """The column decoder of each topic (BagError for a type without columns)."""
@@ -421,8 +477,7 @@ def _query_sqlite(
     topics: Sequence[str],
     start_ns: int | None,
     stop_ns: int | None,
-    recv: dict[str, list[int]],
-    datas: dict[str, list[bytes]],
+    parts: dict[str, list[_Raw]],
 ) -> bool:
     """Append raw messages of ``topics`` from sqlite3 storages with one query each.
 
@@ -450,12 +505,15 @@ def _query_sqlite(
                 "AND timestamp >= ? AND timestamp < ?",
                 (*by_id, start, stop),
             ).fetchall()
-            per_topic: dict[str, tuple[list[int], list[bytes]]] = {t: (recv[t], datas[t]) for t in by_id.values()}
+            per_topic: dict[str, tuple[list[int], list[bytes]]] = {t: ([], []) for t in by_id.values()}
             targets = {topic_id: per_topic[topic] for topic_id, topic in by_id.items()}
             for topic_id, stamp, data in rows:
                 stamps, payloads = targets[topic_id]
                 stamps.append(stamp)
                 payloads.append(data)
+            for topic, (stamps, payloads) in per_topic.items():
+                if stamps:
+                    parts[topic].append(_Raw.of(stamps, payloads))
     except Exception as exc:  # noqa: BLE001 - apsw raises its own error classes
         raise BagError(
             f"bag {source.label}: topic {', '.join(topics)}: cannot read (corrupt or truncated?): {exc}"
@@ -463,27 +521,43 @@ def _query_sqlite(
     return True
 
 
-_U64 = np.arange(8)
-_U16 = np.arange(2)
+# A chunk record's bytes before its records, besides the compression name: opcode,
+# length, start and end time, uncompressed size, crc, name length, compressed size.
+_CHUNK_HEAD = 49
+_INDEX_HEAD = struct.Struct("<BQHI")  # message index record: opcode, length, channel, entries' length
+_MESSAGE_HEAD = 31  # message record bytes before the payload: opcode, length, channel, sequence, two times
 
 
-def _gather(buf: np.ndarray, offsets: np.ndarray, width: np.ndarray, dtype: str) -> np.ndarray:
-    """Read one little-endian integer of ``len(width)`` bytes at each offset."""
-    return buf[offsets[:, None] + width].view(dtype).ravel()
+def _index_entries(span: np.ndarray, span_offset: int, bio: Any, offset: int, channel_id: int, where: str
+                   ) -> np.ndarray:
+    """(log time, offset) pairs of one message index record, from ``span`` (the file bytes
+    read from ``span_offset``) when it holds the record, else read from the file."""
+    rel = offset - span_offset
+    if 0 <= rel and rel + _INDEX_HEAD.size <= span.size:
+        head: Any = span[rel : rel + _INDEX_HEAD.size]
+        opcode, _, index_channel, entries_len = _INDEX_HEAD.unpack(head)
+        entries = span[rel + _INDEX_HEAD.size : rel + _INDEX_HEAD.size + entries_len]
+    else:
+        bio.seek(offset)
+        head = bio.read(_INDEX_HEAD.size)
+        if len(head) != _INDEX_HEAD.size:
+            raise ValueError(f"message index of {where} is truncated")
+        opcode, _, index_channel, entries_len = _INDEX_HEAD.unpack(head)
+        entries = np.frombuffer(bio.read(entries_len), dtype=np.uint8)
+    if opcode != 0x07 or index_channel != channel_id or entries_len % 16:
+        raise ValueError(f"message index of {where} is invalid")
+    if entries.size != entries_len:
+        raise ValueError(f"message index of {where} is truncated")
+    return np.frombuffer(entries.tobytes(), dtype="<u8").reshape(-1, 2).astype(np.int64)
 
 
 def _indexed_chunk_messages(
-    bio: Any, chunk: Any, raw: bytes, channels: Mapping[int, Any], start: int, stop: int
-) -> dict[int, tuple[list[int], list[bytes]]] | None:
-    """Slice the wanted messages out of a decompressed chunk using its message indexes.
-
-    Every index entry is checked against the record it points at (opcode, channel,
-    log time, length within the chunk); a mismatch means a corrupt file and raises
-    ValueError. Without indexes it returns None and the caller walks the chunk
-    record by record instead.
-    """
-    buf = np.frombuffer(raw, dtype=np.uint8)
-    out: dict[int, tuple[list[int], list[bytes]]] = {}
+    span: np.ndarray, span_offset: int, bio: Any, chunk: Any, channels: Mapping[int, str]
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+    """(channel ids, log times, record offsets in the chunk) of the wanted channels' messages
+    by the chunk's message indexes, one entry per channel; unchecked (see
+    :func:`_check_entries`). None when a wanted channel has messages but no index."""
+    out = []
     for channel_id in channels:
         index_offset = chunk.message_index_offsets.get(channel_id)
         if index_offset is None:
@@ -491,39 +565,116 @@ def _indexed_chunk_messages(
                 return None
             continue
         where = f"chunk at offset {chunk.chunk_start_offset}, channel {channel_id}"
-        bio.seek(index_offset)
-        head = bio.read(15)
-        if len(head) != 15:
-            raise ValueError(f"message index of {where} is truncated")
-        opcode, _, index_channel, records_len = struct.unpack("<BQHI", head)
-        if opcode != 0x07 or index_channel != channel_id or records_len % 16:
-            raise ValueError(f"message index of {where} is invalid")
-        records = bio.read(records_len)
-        if len(records) != records_len:
-            raise ValueError(f"message index of {where} is truncated")
-        pairs = np.frombuffer(records, dtype="<u8").reshape(-1, 2)
-        log_times = pairs[:, 0].astype(np.int64)
-        offsets = pairs[:, 1].astype(np.int64)
-        if offsets.size == 0:
-            continue
-        if offsets.min() < 0 or offsets.max() + 31 > buf.size:
-            raise ValueError(f"message index of {where} points outside the chunk")
-        lengths = _gather(buf, offsets + 1, _U64, "<u8").astype(np.int64)
-        ends = offsets + 9 + lengths
-        if (
-            not np.all(buf[offsets] == 0x05)
-            or not np.all(_gather(buf, offsets + 9, _U16, "<u2") == channel_id)
-            or not np.array_equal(_gather(buf, offsets + 15, _U64, "<u8").astype(np.int64), log_times)
-            or lengths.min() < 22
-            or ends.max() > buf.size
-        ):
-            raise ValueError(f"message index of {where} disagrees with the chunk's records")
-        keep = (log_times >= start) & (log_times < stop)
-        starts = (offsets + 31)[keep].tolist()
-        out[channel_id] = (
-            log_times[keep].tolist(),
-            [raw[a:b] for a, b in zip(starts, ends[keep].tolist(), strict=True)],
-        )
+        pairs = _index_entries(span, span_offset, bio, index_offset, channel_id, where)
+        out.append((np.full(pairs.shape[0], channel_id, dtype=np.int64), pairs[:, 0], pairs[:, 1]))
+    return out
+
+
+def _walked_chunk_messages(
+    records: np.ndarray, chunk: Any, channels: Mapping[int, str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What :func:`_indexed_chunk_messages` gives, in record order, for a chunk without
+    message indexes: its records walked one by one."""
+    found: tuple[list[int], list[int], list[int]] = ([], [], [])
+    unpack_len = struct.Struct("<Q").unpack_from
+    unpack_msg = struct.Struct("<H4xQ").unpack_from
+    end = records.size
+    pos = 0
+    while pos < end:
+        (length,) = unpack_len(records, pos + 1)
+        record = pos
+        pos += 9 + length
+        if pos > end:
+            raise ValueError(f"record overruns chunk at offset {chunk.chunk_start_offset}")
+        if records[record] == 0x05:
+            channel_id, log_time = unpack_msg(records, record + 9)
+            if channel_id in channels:
+                found[0].append(channel_id)
+                found[1].append(log_time)
+                found[2].append(record)
+    return tuple(np.asarray(column, dtype=np.int64) for column in found)  # type: ignore[return-value]
+
+
+def _check_entries(
+    buf: np.ndarray, chunks: Sequence[Any], chunk_of: np.ndarray, bases: np.ndarray, channel: np.ndarray,
+    log_time: np.ndarray, offset: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Check every index entry against the record it points at (opcode, channel, log time,
+    length within its chunk); return the payloads' (starts in ``buf``, sizes).
+
+    Raises:
+        ValueError: an entry disagrees (a corrupt file), naming its chunk and channel.
+    """
+    usize = np.asarray([c.uncompressed_size for c in chunks], dtype=np.int64)[chunk_of]
+    inside = (offset >= 0) & (offset + _MESSAGE_HEAD <= usize)
+    where = bases[chunk_of] + np.where(inside, offset, 0)
+    head = sliding_window_view(buf, 23)[where]  # opcode, length, channel, sequence, log time
+    length = head[:, 1:9].view("<u8").ravel().astype(np.int64)
+    bad = (
+        ~inside
+        | (head[:, 0] != 0x05)
+        | (head[:, 9:11].view("<u2").ravel() != channel)
+        | (head[:, 15:23].view("<u8").ravel().astype(np.int64) != log_time)
+        | (length < _MESSAGE_HEAD - 9)
+        | (length > usize - offset - 9)
+    )
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"message index of chunk at offset {chunks[chunk_of[i]].chunk_start_offset}, "
+                         f"channel {channel[i]} disagrees with the chunk's records")
+    return where + _MESSAGE_HEAD, length - (_MESSAGE_HEAD - 9)
+
+
+def _read_mcap_chunks(bio: Any, chunks: Sequence[Any], channels: Mapping[int, str], start: int, stop: int
+                      ) -> dict[str, _Raw]:
+    """The wanted messages of ``chunks``, each read with its message indexes in one call."""
+    spans = [c.chunk_length + c.message_index_length for c in chunks]
+    ends = np.cumsum(spans).tolist()
+    file_buf = np.empty(ends[-1], dtype=np.uint8)
+    view = memoryview(file_buf)  # type: ignore[arg-type]
+    got = []
+    for chunk, span, end in zip(chunks, spans, ends, strict=True):
+        bio.seek(chunk.chunk_start_offset)
+        got.append(bio.readinto(view[end - span : end]) or 0)
+        if got[-1] < min(span, _CHUNK_HEAD + len(chunk.compression) + chunk.compressed_size):
+            raise ValueError(f"chunk at offset {chunk.chunk_start_offset} is truncated")
+    # Uncompressed chunks are used where they were read; others are decompressed into one buffer.
+    in_place = all(not c.compression for c in chunks)
+    buf = file_buf if in_place else np.empty(sum(c.uncompressed_size for c in chunks), dtype=np.uint8)
+    bases = np.empty(len(chunks), dtype=np.int64)
+    pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    out_pos = 0
+    for i, (chunk, span, end, read) in enumerate(zip(chunks, spans, ends, got, strict=True)):
+        span_start = end - span
+        head = span_start + _CHUNK_HEAD + len(chunk.compression)
+        (crc,) = struct.unpack_from("<I", file_buf, span_start + 33)
+        raw = decompress(view[head : head + chunk.compressed_size], chunk.compression, chunk.uncompressed_size, crc)
+        if in_place:
+            bases[i] = head
+        else:
+            bases[i] = out_pos
+            buf[out_pos : out_pos + chunk.uncompressed_size] = np.frombuffer(raw, dtype=np.uint8)
+            out_pos += chunk.uncompressed_size
+        span_bytes = file_buf[span_start : span_start + read]
+        indexed = _indexed_chunk_messages(span_bytes, chunk.chunk_start_offset, bio, chunk, channels)
+        if indexed is None:
+            records = buf[bases[i] : bases[i] + chunk.uncompressed_size]
+            indexed = [_walked_chunk_messages(records, chunk, channels)]
+        pieces += [(np.full(ids.size, i, dtype=np.int64), ids, times, offsets) for ids, times, offsets in indexed]
+    if not pieces:
+        return {}
+    chunk_of, channel, log_time, offset = (np.concatenate(column) for column in zip(*pieces, strict=True))
+    starts, sizes = _check_entries(buf, chunks, chunk_of, bases, channel, log_time, offset)
+    codes = {topic: code for code, topic in enumerate(dict.fromkeys(channels.values()))}
+    code_of = np.full(max(channels) + 1, -1, dtype=np.int64)
+    for channel_id, topic in channels.items():
+        code_of[channel_id] = codes[topic]
+    code = np.where((log_time >= start) & (log_time < stop), code_of[channel], -1)
+    out = {}
+    for topic, topic_code in codes.items():
+        keep = np.flatnonzero(code == topic_code)
+        if keep.size:
+            out[topic] = _Raw(log_time[keep], buf, starts[keep], sizes[keep])
     return out
 
 
@@ -532,17 +683,17 @@ def _scan_mcap_chunks(
     topics: Sequence[str],
     start_ns: int | None,
     stop_ns: int | None,
-    recv: dict[str, list[int]],
-    datas: dict[str, list[bytes]],
+    parts: dict[str, list[_Raw]],
 ) -> bool:
     """Append the raw messages of ``topics`` by reading MCAP chunks directly.
 
-    rosbags' generic reader builds several objects per record; this reads each chunk,
-    decompresses it with rosbags' own checked ``decompress`` and slices the wanted
-    messages out by the chunk's message indexes (numpy), or walks its records with
-    ``struct.unpack_from`` when there are none. Returns False (nothing appended) when the bag is
-    not chunked MCAP, so the caller uses rosbags' reader instead. Messages come
-    unordered; the caller sorts them.
+    rosbags' generic reader builds several objects per record; this reads the chunks
+    that hold wanted messages into one buffer, checks them with rosbags' own
+    ``decompress`` and finds the messages by the chunks' message indexes (numpy), or
+    walks the records with ``struct.unpack_from`` when there are none. No message
+    is copied out. Returns False (nothing appended) when the bag is not chunked MCAP,
+    so the caller uses rosbags' reader instead. Messages come unordered; the caller
+    sorts them.
     """
     storages = _storages_of(source.reader, McapReader)
     if storages is None or any(not s.chunks for s in storages if s.statistics and s.statistics.message_count):
@@ -550,60 +701,88 @@ def _scan_mcap_chunks(
     wanted = set(topics)
     start = -1 if start_ns is None else int(start_ns)
     stop = 2**63 if stop_ns is None else int(stop_ns)
-    collected: dict[str, tuple[list[int], list[bytes]]] = {t: ([], []) for t in topics}
-    unpack_len = struct.Struct("<Q").unpack_from
-    unpack_msg = struct.Struct("<H4xQ").unpack_from
     try:
         for storage in storages:
-            by_channel = {}
+            channels = {}
             for conn in storage.connections:
                 logical = source.logical_of.get(conn.topic)
                 if logical in wanted:
-                    by_channel[conn.id] = collected[logical]
-            if not by_channel:
+                    channels[conn.id] = logical
+            chunks = [
+                chunk for chunk in storage.chunks
+                if chunk.message_end_time >= start and chunk.message_start_time < stop
+                and any(chunk.channel_count.get(cid, 0) for cid in channels)
+            ]
+            if not chunks:
                 continue
-            bio = storage.bio
-            assert bio is not None
-            for chunk in storage.chunks:
-                if chunk.message_end_time < start or chunk.message_start_time >= stop:
-                    continue
-                if not any(chunk.channel_count.get(cid, 0) for cid in by_channel):
-                    continue
-                bio.seek(chunk.chunk_start_offset + 9 + 24)
-                (crc,) = struct.unpack("<I", bio.read(4))
-                bio.seek(chunk.chunk_start_offset + 9 + 40 + len(chunk.compression))
-                compressed = bio.read(chunk.compressed_size)
-                if len(compressed) != chunk.compressed_size:
-                    raise ValueError(f"chunk at offset {chunk.chunk_start_offset} is truncated")
-                raw = decompress(compressed, chunk.compression, chunk.uncompressed_size, crc)
-                indexed = _indexed_chunk_messages(bio, chunk, raw, by_channel, start, stop)
-                if indexed is not None:
-                    for channel_id, (log_times, payloads) in indexed.items():
-                        by_channel[channel_id][0].extend(log_times)
-                        by_channel[channel_id][1].extend(payloads)
-                    continue
-                end = len(raw)
-                pos = 0
-                while pos < end:
-                    (length,) = unpack_len(raw, pos + 1)
-                    body = pos + 9
-                    pos = body + length
-                    if pos > end:
-                        raise ValueError(f"record overruns chunk at offset {chunk.chunk_start_offset}")
-                    if raw[body - 9] == 0x05:
-                        channel_id, log_time = unpack_msg(raw, body)
-                        target = by_channel.get(channel_id)
-                        if target is not None and start <= log_time < stop:
-                            target[0].append(log_time)
-                            target[1].append(raw[body + 22 : pos])
+            assert storage.bio is not None
+            for topic, raw in _read_mcap_chunks(storage.bio, chunks, channels, start, stop).items():
+                parts[topic].append(raw)
     except Exception as exc:  # noqa: BLE001 - rosbags ReaderError, zstd/lz4 and struct errors
         raise BagError(
             f"bag {source.label}: topic {', '.join(topics)}: cannot read (corrupt or truncated?): {exc}"
         ) from exc
-    for topic, (stamps, payloads) in collected.items():
-        recv[topic].extend(stamps)
-        datas[topic].extend(payloads)
     return True
+
+
+def _open_reader(bag_path: Path) -> Reader:
+    """rosbags' Reader of one bag, opened.
+
+    A bag directory of one uncompressed MCAP file opens the file itself when the
+    file's summary agrees with metadata.yaml on every topic, type, count and the time
+    range (then the two readers give the same topics, connections and messages):
+    rosbags reads metadata.yaml with a pure-Python YAML parser, most of an open's
+    time. Anything else, or any doubt, opens the bag as rosbags does.
+    """
+    single = _single_mcap(bag_path)
+    if single is not None:
+        file_path, info = single
+        reader = Reader(file_path)
+        try:
+            reader.open()
+            if _summary_agrees(reader, info):
+                return reader
+            reader.close()
+        except Exception:  # noqa: BLE001 - the bag is opened as rosbags does, which reports the error
+            if reader.is_open:
+                reader.close()
+    reader = Reader(bag_path)
+    reader.open()
+    return reader
+
+
+def _single_mcap(bag_path: Path) -> tuple[Path, dict[str, Any]] | None:
+    """(the MCAP file, bag information) of a bag directory of one uncompressed MCAP file."""
+    meta = bag_path / "metadata.yaml"
+    if not meta.is_file():
+        return None
+    try:
+        info = yaml.load(meta.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        info = info["rosbag2_bagfile_information"]
+        files = info["relative_file_paths"]
+        if (
+            not isinstance(info["version"], int) or info["version"] > 9 or info["storage_identifier"] != "mcap"
+            or info.get("compression_mode") not in (None, "", "none", "NONE") or len(files) != 1
+        ):
+            return None
+        file_path = bag_path / PurePath(files[0]).name
+        return (file_path, info) if file_path.suffix == ".mcap" and file_path.is_file() else None
+    except Exception:  # noqa: BLE001 - anything unexpected: rosbags reads the bag
+        return None
+
+
+def _summary_agrees(reader: Reader, info: dict[str, Any]) -> bool:
+    """Whether an MCAP file's reader sees what rosbags' reader of its bag directory would."""
+    count = info["message_count"]
+    start = info["starting_time"]["nanoseconds_since_epoch"]
+    end = start + info["duration"]["nanoseconds"] + 1
+    topics = [(t["topic_metadata"]["name"], t["topic_metadata"]["type"], t["topic_metadata"]["serialization_format"],
+               t["message_count"]) for t in info["topics_with_message_count"]]
+    return (
+        [(c.topic, c.msgtype, c.ext.serialization_format, c.msgcount) for c in reader.connections] == topics
+        and reader.message_count == count
+        and (not count or (reader.start_time, reader.end_time) == (start, end))
+    )
 
 
 def open_bags(
@@ -641,8 +820,7 @@ def open_bags(
             for bag_path in _expand(Path(raw_path)):
                 label = str(bag_path)
                 try:
-                    reader = Reader(bag_path)
-                    reader.open()
+                    reader = _open_reader(bag_path)
                 except BagError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - rosbags ReaderError and OS errors
@@ -748,35 +926,46 @@ def _layout_fixed(count: int) -> Any:
     return layout
 
 
-def _batch(rows: np.ndarray, layout: _Layout, template: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Check rows against the template outside variable regions; decode the matching ones."""
-    width = rows.shape[1]
-    fixed = np.ones(width, dtype=bool)
-    fixed[4:12] = False
-    for offset, n in layout.regions.values():
-        fixed[offset : offset + 8 * n] = False
-    ok = (rows[:, fixed] == template[fixed]).all(axis=1)
-    good = rows[ok]
+def _equal_rows(rows: np.ndarray, template: np.ndarray) -> np.ndarray:
+    """Whether each row equals ``template``, compared 8 (or 4) bytes at a time where it is
+    long enough: numpy's per-row reduction over many single bytes costs more than the bytes."""
+    width = template.size
+    if width < 4:
+        return (rows == template).all(axis=1)
+    word = "<u8" if width >= 8 else "<u4"
+    size = 8 if width >= 8 else 4
+    whole = width - width % size
+    if whole == size:
+        ok = rows[:, :size].view(word).ravel() == template[:size].view(word)[0]
+    else:
+        ok = (rows[:, :whole].view(word) == template[:whole].view(word)).all(axis=1)
+    if whole < width:  # the last word, overlapping the ones compared already
+        ok &= rows[:, -size:].view(word).ravel() == template[-size:].view(word)[0]
+    return ok
+
+
+def _batch(
+    buf: np.ndarray, starts: np.ndarray, layout: _Layout, template: np.ndarray
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Check the messages at ``starts`` against the template outside the stamp and float
+    regions; decode the matching ones."""
+    width = template.size
+    rows = sliding_window_view(buf, width)[starts]
+    variable = sorted([(4, 12), *((offset, offset + 8 * n) for offset, n in layout.regions.values())])
+    ok = np.ones(starts.size, dtype=bool)
+    pos = 0
+    for begin, end in [*variable, (width, width)]:
+        if begin > pos:
+            ok &= _equal_rows(rows[:, pos:begin], template[pos:begin])
+        pos = max(pos, end)
+    good = rows if ok.all() else rows[ok]
     out: dict[str, np.ndarray] = {
-        "sec": np.ascontiguousarray(good[:, 4:8]).view("<i4").ravel().astype(np.int64),
-        "nanosec": np.ascontiguousarray(good[:, 8:12]).view("<u4").ravel().astype(np.int64),
+        "sec": good[:, 4:8].view("<i4").astype(np.int64).ravel(),
+        "nanosec": good[:, 8:12].view("<u4").astype(np.int64).ravel(),
     }
     for name, (offset, n) in layout.regions.items():
-        block = np.ascontiguousarray(good[:, offset : offset + 8 * n])
-        out[name] = block.view("<f8").reshape(good.shape[0], n).astype(np.float64)
+        out[name] = good[:, offset : offset + 8 * n].view("<f8").astype(np.float64)
     return ok, out
-
-
-def _groups(datas: list[bytes]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Yield (indices, uint8 rows) for each serialized length."""
-    lengths = np.fromiter((len(d) for d in datas), dtype=np.int64, count=len(datas))
-    for length in np.unique(lengths):
-        index = np.flatnonzero(lengths == length)
-        if index.size == len(datas):
-            joined = b"".join(datas)
-        else:
-            joined = b"".join([datas[i] for i in index])
-        yield index, np.frombuffer(joined, dtype=np.uint8).reshape(index.size, int(length))
 
 
 # Distinct byte templates tried per serialized length before the rest goes one by one.
@@ -784,28 +973,35 @@ _MAX_TEMPLATES = 8
 
 
 def _fast_batches(
-    datas: list[bytes], parse: Any, accept: Any
+    raw: _Raw, parse: Any, accept: Any
 ) -> Iterator[tuple[np.ndarray, _Layout, dict[str, np.ndarray]]]:
     """Yield (message indices, layout, decoded arrays) for every batch the fast path takes.
 
-    ``parse(buf) -> _Layout`` may raise ValueError/struct.error for layouts it does not
-    know; ``accept(buf, layout, out) -> bool`` checks the template message's decoded
-    row 0 against rosbags. Rows not yielded are left to the per-message path.
+    Messages are batched by serialized length. ``parse(buf) -> _Layout`` may raise
+    ValueError/struct.error for layouts it does not know; ``accept(buf, layout, out) ->
+    bool`` checks the template message's decoded row 0 against rosbags. Messages not
+    yielded are left to the per-message path.
     """
-    for index, rows in _groups(datas):
+    sizes = raw.size
+    lengths = sizes[:1].tolist() if sizes.size and (sizes == sizes[0]).all() else np.unique(sizes).tolist()
+    for length in lengths:
+        if length < 16:
+            continue  # too short for a header: rosbags' deserializer reports it
+        index = np.flatnonzero(raw.size == length)
+        starts = raw.start[index]
         remaining = np.arange(index.size)
         tried = 0
         while remaining.size and tried < _MAX_TEMPLATES:
             tried += 1
             first = int(remaining[0])
-            sample = datas[int(index[first])]
+            sample = raw[int(index[first])]
             try:
                 layout = parse(sample)
             except (ValueError, struct.error, UnicodeDecodeError):
                 remaining = remaining[1:]
                 continue
-            candidates = rows if remaining.size == index.size else rows[remaining]
-            ok, out = _batch(candidates, layout, rows[first])
+            candidates = starts if remaining.size == index.size else starts[remaining]
+            ok, out = _batch(raw.buf, candidates, layout, np.frombuffer(sample, dtype=np.uint8))
             if not accept(sample, layout, out):
                 remaining = remaining[1:]
                 continue
@@ -830,12 +1026,14 @@ def _bits_equal(expected: Any, got: np.ndarray) -> bool:
     return expected.shape == got.shape and np.array_equal(expected.view(np.uint64), got.view(np.uint64))
 
 
-def _decode_joint_states(bags: BagSet, topic: str, recv_ns: np.ndarray, datas: list[bytes]) -> JointStateColumns:
-    count = len(datas)
-    names = tuple(bags._deserialize(datas[0], JOINT_STATE, topic).name)
+def _decode_joint_states(bags: BagSet, topic: str, raw: _Raw) -> JointStateColumns:
+    count = len(raw)
+    recv_ns = raw.recv_ns
+    names = tuple(bags._deserialize(raw[0], JOINT_STATE, topic).name)
     width = len(names)
+    fields = ("position", "velocity", "effort")
     stamp = np.empty(count, dtype=np.int64)
-    columns = {f: np.full((count, width), np.nan) for f in ("position", "velocity", "effort")}
+    columns: dict[str, np.ndarray] = {}
     done = np.zeros(count, dtype=bool)
 
     def accept(sample: bytes, layout: _Layout, out: dict[str, np.ndarray]) -> bool:
@@ -849,17 +1047,26 @@ def _decode_joint_states(bags: BagSet, topic: str, recv_ns: np.ndarray, datas: l
             _bits_equal(getattr(msg, f), out[f][0]) for f in ("position", "velocity", "effort")
         )
 
-    for target, layout, out in _fast_batches(datas, _layout_joint_state, accept):
+    for target, layout, out in _fast_batches(raw, _layout_joint_state, accept):
         group_names = layout.extra["names"]
-        perm = np.asarray([group_names.index(n) for n in names], dtype=np.intp)
-        stamp[target] = _stamp_ns(out["sec"], out["nanosec"])
-        for field_name in ("position", "velocity", "effort"):
+        perm = [group_names.index(n) for n in names]
+        in_order = perm == list(range(width))
+        everything = target.size == count  # one batch of every message, in order: no scatter
+        if everything:
+            stamp = _stamp_ns(out["sec"], out["nanosec"])
+        else:
+            stamp[target] = _stamp_ns(out["sec"], out["nanosec"])
+        for field_name in fields:
             if layout.regions[field_name][1] == width:
-                columns[field_name][target] = out[field_name][:, perm]
+                values = out[field_name] if in_order else out[field_name][:, perm]
+                if everything:
+                    columns[field_name] = values
+                else:
+                    _nan_column(columns, field_name, count, width)[target] = values
         done[target] = True
     slow = np.flatnonzero(~done)
     for i in slow:
-        msg = bags._deserialize(datas[i], JOINT_STATE, topic)
+        msg = bags._deserialize(raw[i], JOINT_STATE, topic)
         msg_names = list(msg.name)
         if sorted(msg_names) != sorted(names):
             raise BagError(
@@ -871,23 +1078,29 @@ def _decode_joint_states(bags: BagSet, topic: str, recv_ns: np.ndarray, datas: l
         for field_name in ("position", "velocity", "effort"):
             values = np.asarray(getattr(msg, field_name), dtype=np.float64)
             if values.size == width:
-                columns[field_name][i] = values[perm_list]
+                _nan_column(columns, field_name, count, width)[i] = values[perm_list]
             elif values.size != 0:
                 raise BagError(
                     f"topic {topic} in bag(s) {', '.join(bags.labels)}: {field_name} has {values.size} values "
                     f"for {width} joints at log time {int(recv_ns[i])} ns"
                 )
-    return JointStateColumns(
-        stamp, recv_ns, names, columns["position"], columns["velocity"], columns["effort"], int(slow.size)
-    )
+    position, velocity, effort = (_nan_column(columns, f, count, width) for f in fields)
+    return JointStateColumns(stamp, recv_ns, names, position, velocity, effort, int(slow.size))
+
+
+def _nan_column(columns: dict[str, np.ndarray], name: str, count: int, width: int) -> np.ndarray:
+    """``columns[name]``, created all NaN (no values) when missing."""
+    if name not in columns:
+        columns[name] = np.full((count, width), np.nan)
+    return columns[name]
 
 
 def _decode_fixed(
-    bags: BagSet, topic: str, datas: list[bytes], msgtype: str, count: int, extract: Any
+    bags: BagSet, topic: str, raw: _Raw, msgtype: str, count: int, extract: Any
 ) -> tuple[np.ndarray, np.ndarray, str, int]:
     """Decode a header + ``count`` float64 message type; returns (stamp, values, frame_id, slow)."""
-    n = len(datas)
-    frame_id = bags._deserialize(datas[0], msgtype, topic).header.frame_id
+    n = len(raw)
+    frame_id = bags._deserialize(raw[0], msgtype, topic).header.frame_id
     stamp = np.empty(n, dtype=np.int64)
     values = np.empty((n, count), dtype=np.float64)
     done = np.zeros(n, dtype=bool)
@@ -896,13 +1109,16 @@ def _decode_fixed(
         msg = bags._deserialize(sample, msgtype, topic)
         return _stamp_matches(msg, out) and _bits_equal(extract(msg), out["values"][0])
 
-    for target, _, out in _fast_batches(datas, _layout_fixed(count), accept):
-        stamp[target] = _stamp_ns(out["sec"], out["nanosec"])
-        values[target] = out["values"]
+    for target, _, out in _fast_batches(raw, _layout_fixed(count), accept):
+        if target.size == n:  # one batch of every message, in order: no scatter
+            stamp, values = _stamp_ns(out["sec"], out["nanosec"]), out["values"]
+        else:
+            stamp[target] = _stamp_ns(out["sec"], out["nanosec"])
+            values[target] = out["values"]
         done[target] = True
     slow = np.flatnonzero(~done)
     for i in slow:
-        msg = bags._deserialize(datas[i], msgtype, topic)
+        msg = bags._deserialize(raw[i], msgtype, topic)
         stamp[i] = msg.header.stamp.sec * NS_PER_S + msg.header.stamp.nanosec
         values[i] = extract(msg)
     return stamp, values, frame_id, int(slow.size)
@@ -918,14 +1134,14 @@ def _pose_values(msg: Any) -> list[float]:
     return [p.x, p.y, p.z, q.x, q.y, q.z, q.w]
 
 
-def _decode_wrenches(bags: BagSet, topic: str, recv_ns: np.ndarray, datas: list[bytes]) -> WrenchColumns:
-    stamp, values, frame_id, slow = _decode_fixed(bags, topic, datas, WRENCH_STAMPED, 6, _wrench_values)
-    return WrenchColumns(stamp, recv_ns, frame_id, values[:, :3].copy(), values[:, 3:].copy(), slow)
+def _decode_wrenches(bags: BagSet, topic: str, raw: _Raw) -> WrenchColumns:
+    stamp, values, frame_id, slow = _decode_fixed(bags, topic, raw, WRENCH_STAMPED, 6, _wrench_values)
+    return WrenchColumns(stamp, raw.recv_ns, frame_id, values[:, :3].copy(), values[:, 3:].copy(), slow)
 
 
-def _decode_poses(bags: BagSet, topic: str, recv_ns: np.ndarray, datas: list[bytes]) -> PoseColumns:
-    stamp, values, frame_id, slow = _decode_fixed(bags, topic, datas, POSE_STAMPED, 7, _pose_values)
-    return PoseColumns(stamp, recv_ns, frame_id, values[:, :3].copy(), values[:, [6, 3, 4, 5]].copy(), slow)
+def _decode_poses(bags: BagSet, topic: str, raw: _Raw) -> PoseColumns:
+    stamp, values, frame_id, slow = _decode_fixed(bags, topic, raw, POSE_STAMPED, 7, _pose_values)
+    return PoseColumns(stamp, raw.recv_ns, frame_id, values[:, :3].copy(), values[:, [6, 3, 4, 5]].copy(), slow)
 
 
 def _imu_values(msg: Any) -> list[float]:
@@ -937,10 +1153,11 @@ def _imu_values(msg: Any) -> list[float]:
     ]
 
 
-def _decode_imus(bags: BagSet, topic: str, recv_ns: np.ndarray, datas: list[bytes]) -> ImuColumns:
-    stamp, values, frame_id, slow = _decode_fixed(bags, topic, datas, IMU, 37, _imu_values)
+def _decode_imus(bags: BagSet, topic: str, raw: _Raw) -> ImuColumns:
+    stamp, values, frame_id, slow = _decode_fixed(bags, topic, raw, IMU, 37, _imu_values)
     return ImuColumns(
-        stamp, recv_ns, frame_id, values[:, [3, 0, 1, 2]].copy(), values[:, 13:16].copy(), values[:, 25:28].copy(), slow
+        stamp, raw.recv_ns, frame_id, values[:, [3, 0, 1, 2]].copy(), values[:, 13:16].copy(),
+        values[:, 25:28].copy(), slow,
     )
 
 

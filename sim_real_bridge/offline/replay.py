@@ -339,7 +339,8 @@ def recording_warnings(topic: str, stamp_ns: np.ndarray, recv_ns: np.ndarray) ->
     spread = float(np.percentile(lag_s, 99) - lag_s.min())
     if spread > LAG_WARNING_S:
         out.append(f"{topic}: receive lag varies by {spread:.3f} s (p99 above min): the recorder fell behind")
-    steps = np.diff(np.sort(np.asarray(stamp_ns)))
+    stamps = np.asarray(stamp_ns)
+    steps = np.diff(stamps if np.all(stamps[1:] >= stamps[:-1]) else np.sort(stamps))
     steps = steps[steps > 0]
     if steps.size:
         period = float(np.median(steps))
@@ -410,25 +411,31 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
     markers: tuple[list[Any], list[list[str]], list[int]] = ([], [], [])
     summaries = list(outcome.summaries)
     s_index = 0
+    next_summary_ns = summaries[0].stamp_ns if summaries else None
+    add_topics, add_times = topics.extend, log_times.extend
     for now, out in outcome.ticks:
-        while s_index < len(summaries) and summaries[s_index].stamp_ns <= now:
+        while next_summary_ns is not None and next_summary_ns <= now:
             rec = summaries[s_index]
             topics.append("/divergence/summary")
             log_times.append(rec.stamp_ns)
             payloads["/divergence/summary"].append(ser(convert.divergence_summary_msg(srb, key_value, rec),
                                                        summary_type))
             s_index += 1
-        topics.extend(["/divergence/joints"] * len(out.joints))
-        log_times.extend([now] * len(out.joints))
-        joints.extend(out.joints)
-        topics.extend(["/divergence/pose"] * len(out.poses))
-        log_times.extend([now] * len(out.poses))
-        poses.extend(out.poses)
+            next_summary_ns = summaries[s_index].stamp_ns if s_index < len(summaries) else None
+        # Most ticks have one record of each kind or none: skip the empty ones' list work.
+        if out.joints:
+            add_topics(["/divergence/joints"] * len(out.joints))
+            add_times([now] * len(out.joints))
+            joints.extend(out.joints)
         if out.poses:
+            add_topics(["/divergence/pose"] * len(out.poses))
+            add_times([now] * len(out.poses))
+            poses.extend(out.poses)
             latest_pose = out.poses[-1]
-        topics.extend(["/divergence/contact"] * len(out.contacts))
-        log_times.extend([now] * len(out.contacts))
-        contacts.extend(out.contacts)
+        if out.contacts:
+            add_topics(["/divergence/contact"] * len(out.contacts))
+            add_times([now] * len(out.contacts))
+            contacts.extend(out.contacts)
         for rec in out.events:
             if rec.action == ACTION_OPEN:
                 open_categories[rec.id] = rec.category
@@ -459,8 +466,7 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
     with BagWriter(path, store) as bag:
         for topic, msgtype in DIVERGENCE_TOPICS.items():
             bag.add_topic(topic, msgtype)
-        for topic, log_time in zip(topics, log_times, strict=True):
-            bag.write(topic, log_time, next(pending[topic]))
+        bag.write_many(topics, log_times, [next(pending[topic]) for topic in topics])
     return path
 
 
