@@ -200,6 +200,43 @@ def test_live_jitter_statistics_equal_the_planned_table_and_numpy(seed: int) -> 
     assert backwards_seen > 0  # the repeated and backwards stamps were in some windows
 
 
+@pytest.mark.parametrize("width", [1, 2, 7, 100, 101, 200])
+def test_row_and_window_medians_equal_numpy(width: int) -> None:
+    from sim_real_bridge.core.features import _median, _row_medians, _window_medians
+
+    rng = np.random.default_rng(width)
+    rows = rng.integers(0, 5, size=(300, width)).astype(np.float64) * 1e-3  # many ties
+    rows[::7] += rng.normal(size=(rows[::7].shape)) * 1e-9
+    assert np.array_equal(_row_medians(rows.copy()), np.median(rows, axis=1))
+    values = rows.ravel()
+    ends = np.unique(rng.integers(1, values.size + 1, 400))
+    got = _window_medians(values, ends, width)
+    assert got.tolist() == [_median(values[max(0, e - width):e].tolist()) for e in ends.tolist()]
+
+
+@pytest.mark.parametrize("windows", [(20, 31), (21, 40), (101, 200)])
+def test_planned_tables_equal_the_live_tracker_for_other_windows(windows: tuple[int, int]) -> None:
+    from sim_real_bridge.core.features import _jitter_stats, add_planned, plan_jitter, plan_marks, plan_rows
+
+    cfg = FeatureConfig(period_window=windows[0], jitter_window=windows[1])
+    stamps, recvs, times, values = _pathological_stream(3)
+    rows = plan_rows(cfg, stamps, recvs, times)
+    assert rows is not None
+    marks = plan_marks(cfg, values)
+    live, planned = StreamHealth(cfg), StreamHealth(cfg)
+    cuts = np.arange(0, stamps.size + 1, 9)
+    plan_jitter(planned, stamps, cuts[1:])
+    assert planned._jitter_table
+    for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        for i in range(lo, hi):
+            live.add(int(stamps[i]), int(recvs[i]), int(times[i]), values[i])
+        add_planned(planned, marks, lo, hi, (), (), (), values, rows)
+        assert (planned._period_cache, planned._since_period) == (live._period_cache, live._since_period)
+        assert list(planned._intervals_s) == list(live._intervals_s)
+        if hi in planned._jitter_table:
+            assert planned._jitter_table[hi] == _jitter_stats(live._stamp_intervals_s)
+
+
 def _pathological_stream(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """4000 samples at 500 Hz: dropouts, repeated and backwards stamps, jitter, delivery bursts;
     values with a NaN burst, a frozen run and pinned components."""

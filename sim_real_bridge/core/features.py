@@ -132,6 +132,17 @@ def _jitter_stats(intervals_s: Iterable[float]) -> tuple[float, float, int]:
     return center, _median(deviations), bisect_right(ordered, 0.0)
 
 
+def _row_medians(rows: np.ndarray) -> np.ndarray:
+    """The median of each row of a 2-D array, as np.median (same values); reorders the rows
+    in place. A partition puts the middle one or two in their sorted places, cheaper than a sort."""
+    mid = rows.shape[1] // 2
+    if rows.shape[1] % 2:
+        rows.partition(mid, axis=1)
+        return rows[:, mid].copy()
+    rows.partition((mid - 1, mid), axis=1)
+    return (rows[:, mid - 1] + rows[:, mid]) / 2.0
+
+
 def _clip01(x: float) -> float:
     return float(min(1.0, max(0.0, x)))
 
@@ -528,19 +539,18 @@ def plan_jitter(health: StreamHealth, stamps_ns: np.ndarray, counts: np.ndarray)
     m = m[(m - 1 >= size) & (m <= stamps.size)]
     table = dict(health._jitter_table or {})
     if m.size:
-        windows = np.sort(ds[(m - 1 - size)[:, None] + np.arange(size)], axis=1)
-        mid = size // 2
-
-        def median(sorted_rows: np.ndarray) -> np.ndarray:
-            if size % 2:
-                return sorted_rows[:, mid]
-            return (sorted_rows[:, mid - 1] + sorted_rows[:, mid]) / 2.0
-
-        center = median(windows)
-        mad = median(np.sort(np.abs(windows - center[:, None]), axis=1))
-        backwards = (windows <= 0).sum(axis=1)
-        table.update(zip(m.tolist(), zip(center.tolist(), mad.tolist(), backwards.tolist(), strict=True),
-                         strict=True))
+        starts = m - 1 - size
+        all_windows = np.lib.stride_tricks.sliding_window_view(ds, size)
+        # In blocks of windows: small temporaries stay in cache (one block of all 3000 is megabytes).
+        for a in range(0, starts.size, 128):
+            windows = all_windows[starts[a:a + 128]]
+            center = _row_medians(windows)
+            deviations = windows - center[:, None]
+            np.abs(deviations, out=deviations)
+            mad = _row_medians(deviations)
+            backwards = (windows <= 0).sum(axis=1)
+            table.update(zip(m[a:a + 128].tolist(), zip(center.tolist(), mad.tolist(), backwards.tolist(),
+                                                         strict=True), strict=True))
     health._jitter_table = table
 
 
@@ -595,16 +605,15 @@ class HealthRows:
         return state
 
 
-def _window_medians(values: np.ndarray, ends: np.ndarray, size: int) -> list[float]:
+def _window_medians(values: np.ndarray, ends: np.ndarray, size: int) -> np.ndarray:
     """:func:`_median` of ``values[max(0, e - size):e]`` for each end e."""
-    out: list[float] = [0.0] * len(ends)
+    out = np.empty(len(ends))
     full = np.flatnonzero(ends >= size)
     if full.size:
-        rows = np.sort(values[(ends[full] - size)[:, None] + np.arange(size)], axis=1)
-        mid = size // 2
-        med = rows[:, mid] if size % 2 else (rows[:, mid - 1] + rows[:, mid]) / 2.0
-        for i, m in zip(full.tolist(), med.tolist(), strict=True):
-            out[i] = m
+        starts = ends[full] - size
+        all_windows = np.lib.stride_tricks.sliding_window_view(values, size)
+        for a in range(0, full.size, 128):  # blocks: small temporaries stay in cache
+            out[full[a:a + 128]] = _row_medians(all_windows[starts[a:a + 128]])
     for i in np.flatnonzero(ends < size).tolist():
         out[i] = _median(values[: int(ends[i])].tolist())
     return out
@@ -631,8 +640,9 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
     ds = np.diff(stamps).astype(np.float64) * 1e-9  # row i's interval at i - 1
     cache_rows: list[int] = []  # rows whose gap check refreshed the period, with its value
     cache_values: list[float] = []
-    appended_rows: list[int] = []
-    appended: list[float] = []
+    # What entered the period window and the rows it came from, in order, one array per solved run.
+    appended_runs: list[np.ndarray] = []
+    appended_row_runs: list[np.ndarray] = []
     since = 0
     cache: float | None = None
     start = 1
@@ -643,11 +653,12 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
         if cand.size == 0:
             break
         if cache is None:
-            # The first interval enters unconditionally; its row's gap check learns the period.
+            # The first interval enters unconditionally; its row's gap check learns the period
+            # (the median of that one interval).
             row = int(cand[0])
-            appended_rows.append(row)
-            appended.append(float(ds[row - 1]))
-            cache = max(min_period, _median(appended[-window:]))
+            appended_row_runs.append(cand[:1])
+            appended_runs.append(ds[row - 1:row])
+            cache = max(min_period, float(ds[row - 1]))
             cache_rows.append(row)
             cache_values.append(cache)
             since = 0
@@ -655,24 +666,26 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
             continue
         # Assume every candidate enters: refreshes after entries 16 - since, then every 16.
         values = ds[cand - 1]
-        total = np.concatenate((np.asarray(appended), values))
+        # The medians reach back at most one window before the candidates.
+        before = np.concatenate(appended_runs)[-window:]
+        total = np.concatenate((before, values))
         first_refresh = 16 - since  # 1-based position among the candidates
         refresh_pos = np.arange(first_refresh, cand.size + 1, 16)  # candidates (1-based) that refresh
-        ends = len(appended) + refresh_pos
-        periods = [max(min_period, m) for m in _window_medians(total, ends, window)]
-        # Period in effect at candidate i (0-based): the last refresh at a candidate before it.
-        which = np.searchsorted(refresh_pos, np.arange(cand.size), side="right") - 1  # -1: the current cache
-        effect = np.where(which >= 0, np.asarray([cache] + periods)[which + 1], cache)
+        ends = before.size + refresh_pos
+        periods = np.maximum(min_period, _window_medians(total, ends, window))
+        # Period in effect at candidate i (0-based): the last refresh at a candidate before it
+        # (refresh k at 1-based first_refresh + 16 k; -1: the current cache).
+        which = (np.arange(cand.size) - first_refresh) // 16
+        effect = np.concatenate(([cache], periods))[which + 1]
         bad = np.flatnonzero(~(values < dropout * effect))
         stop = int(bad[0]) if bad.size else cand.size
-        keep = cand[:stop]
-        appended_rows.extend(keep.tolist())
-        appended.extend(values[:stop].tolist())
+        appended_row_runs.append(cand[:stop])
+        appended_runs.append(values[:stop])
         done = refresh_pos[refresh_pos <= stop]
         if done.size:
             cache_rows.extend(cand[done - 1].tolist())
-            cache_values.extend(periods[: done.size])
-            cache = periods[done.size - 1]
+            cache_values.extend(periods[: done.size].tolist())
+            cache = cache_values[-1]
             since = stop - int(done[-1])
         else:
             since += stop
@@ -682,7 +695,8 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
         if restarts > max_restarts:
             return None
         start = int(cand[stop]) + 1  # the dropout interval stays out of the window
-    appended_at = np.asarray(appended_rows, dtype=np.int64)
+    appended: list[float] = np.concatenate(appended_runs).tolist() if appended_runs else []
+    appended_at = np.concatenate(appended_row_runs) if appended_row_runs else np.zeros(0, dtype=np.int64)
     cache_at = np.asarray(cache_rows, dtype=np.int64)
     refresh_idx = np.searchsorted(cache_at, np.arange(n), side="right") - 1
     cache_arr = np.where(refresh_idx >= 0, np.asarray([np.nan] + cache_values)[refresh_idx + 1], np.nan)
