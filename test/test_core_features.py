@@ -263,9 +263,10 @@ def _pathological_stream(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return stamps, recvs, times, values
 
 
+@pytest.mark.parametrize("read_every", [1, 5])
 @pytest.mark.parametrize("prepared", [False, True])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_planned_rows_leave_the_state_add_leaves(seed: int, prepared: bool) -> None:
+def test_planned_rows_leave_the_state_add_leaves(seed: int, prepared: bool, read_every: int) -> None:
     from sim_real_bridge.core.features import add_planned, plan_marks, plan_rows
 
     cfg = FeatureConfig()
@@ -284,14 +285,42 @@ def test_planned_rows_leave_the_state_add_leaves(seed: int, prepared: bool) -> N
         for i in range(lo, hi):
             by_row.add(int(stamps[i]), int(recvs[i]), int(times[i]), values[i])
         add_planned(planned, marks, lo, hi, *lists, values, rows)
+        # The deques fill when read: read them after some feeds only (and after each, the flags).
+        assert planned._stamp_interval_count() == len(by_row._stamp_intervals_s)
+        t = int(times[hi - 1])
+        assert [(f.name, f.active, f.severity) for f in planned.flags(t, now_ns=int(recvs[hi - 1]))] == [
+            (f.name, f.active, f.severity) for f in by_row.flags(t, now_ns=int(recvs[hi - 1]))]
+        if hi % read_every and hi != stamps.size:
+            continue
         for name in ("sample_count", "_last_stamp_ns", "_last_recv_ns", "_last_time_ns", "_first_recv_ns",
                      "_burst_silence_ns", "_burst_at_ns", "_period_cache", "_since_period"):
             assert getattr(planned, name) == getattr(by_row, name), (name, hi)
         for name in ("_intervals_s", "_stamp_intervals_s", "_delays_s", "_gaps", "_marks"):
             assert list(getattr(planned, name)) == list(getattr(by_row, name)), (name, hi)
-        t = int(times[hi - 1])
-        assert [(f.name, f.active, f.severity) for f in planned.flags(t, now_ns=int(recvs[hi - 1]))] == [
-            (f.name, f.active, f.severity) for f in by_row.flags(t, now_ns=int(recvs[hi - 1]))]
+        assert np.array_equal(planned._last_values, by_row._last_values, equal_nan=True)
+
+
+def test_planned_rows_fill_the_deques_when_read_as_if_at_each_feed() -> None:
+    from sim_real_bridge.core.features import add_planned, plan_marks, plan_rows
+
+    cfg = FeatureConfig()
+    stamps, recvs, times, values = _pathological_stream(1)
+    rows = plan_rows(cfg, stamps, recvs, times)
+    assert rows is not None
+    marks = plan_marks(cfg, values)
+    lazy, eager = StreamHealth(cfg), StreamHealth(cfg)
+    cuts = list(range(0, stamps.size, 13)) + [stamps.size]
+    for k, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:])):
+        for h in (lazy, eager):
+            add_planned(h, marks, lo, hi, (), (), (), values, rows)
+        eager._sync()
+        if k % 40 == 39:  # a clock reset forgets the stamp history, pending rows included
+            lazy.reset_stamps()
+            eager.reset_stamps()
+        if k % 17 == 16:
+            for name in ("_intervals_s", "_stamp_intervals_s", "_delays_s"):
+                assert list(getattr(lazy, name)) == list(getattr(eager, name)), (name, hi)
+            assert lazy.period_s == eager.period_s and lazy.delay_std_s == eager.delay_std_s
 
 
 _RULES = frozenset({"burst", "warmup", "twin", "siblings"})

@@ -108,6 +108,11 @@ class HealthFlag:
 # Inactive verdicts, shared by every query: most flags are inactive at most times.
 _INACTIVE = {name: HealthFlag(name, evidence=MappingProxyType({}))
              for name in ("dropout", "nonfinite", "frozen", "stamp_jitter", "saturation")}
+_INACTIVE_DROPOUT = _INACTIVE["dropout"]
+_INACTIVE_NONFINITE = _INACTIVE["nonfinite"]
+_INACTIVE_FROZEN = _INACTIVE["frozen"]
+_INACTIVE_STAMP_JITTER = _INACTIVE["stamp_jitter"]
+_INACTIVE_SATURATION = _INACTIVE["saturation"]
 
 
 def _median(values: Iterable[float]) -> float:
@@ -166,10 +171,19 @@ class StreamHealth:
         self._first_recv_ns: int | None = None
         self._burst_silence_ns = 0
         self._burst_at_ns = 0
-        self._last_values: np.ndarray | None = None
-        self._intervals_s: deque[float] = deque(maxlen=config.period_window)
-        self._delays_s: deque[float] = deque(maxlen=config.jitter_window)
-        self._stamp_intervals_s: deque[float] = deque(maxlen=config.jitter_window)
+        self._last_values_v: np.ndarray | None = None
+        self._intervals_q: deque[float] = deque(maxlen=config.period_window)
+        self._delays_q: deque[float] = deque(maxlen=config.jitter_window)
+        self._stamp_intervals_q: deque[float] = deque(maxlen=config.jitter_window)
+        # Rows fed by plan (see _add_rows) but not yet moved into the deques above and
+        # _last_values_v: rows _pending_lo.. up to sample_count, period window entries
+        # _pending_entry.._pending_count of _pending_rows, values of _pending_values.
+        # Moved only when read (_sync): most queries need their lengths only.
+        self._pending_rows: HealthRows | None = None
+        self._pending_lo = 0
+        self._pending_entry = 0
+        self._pending_count = 0
+        self._pending_values: np.ndarray | None = None
         self._repeat_run = 0
         self._component_run: np.ndarray | None = None
         # (time_ns, kind) of flagged samples and (start_ns, end_ns) of gaps, on the monitor time base.
@@ -181,23 +195,80 @@ class StreamHealth:
         # sample_count -> (center, MAD, backwards) of the stamp intervals, from plan_jitter.
         self._jitter_table: dict[int, tuple[float, float, int]] | None = None
 
+    def _sync(self) -> None:
+        """Move the rows fed by plan into the deques and ``_last_values_v``."""
+        rows = self._pending_rows
+        if rows is None:
+            return
+        self._pending_rows = None
+        hi = self.sample_count
+        # A deque of length n keeps the newest n entries of whatever extends it: only those are moved.
+        stamp_iv, delays, intervals = self._stamp_intervals_q, self._delays_q, self._intervals_q
+        start = max(max(self._pending_lo, 1) - 1, hi - 1 - stamp_iv.maxlen)  # type: ignore[operator]
+        stamp_iv.extend(rows.intervals[start:hi - 1].tolist())
+        delays.extend(rows.delays[max(self._pending_lo, hi - delays.maxlen):hi].tolist())  # type: ignore[operator]
+        count = self._pending_count
+        start = max(self._pending_entry, count - intervals.maxlen)  # type: ignore[operator]
+        intervals.extend(rows.appended[start:count].tolist())
+        self._last_values_v = self._pending_values[hi - 1]  # type: ignore[index]
+        self._pending_values = None
+
+    @property
+    def _intervals_s(self) -> deque[float]:
+        """Recent positive stamp intervals that are not dropouts (the period window), s."""
+        self._sync()
+        return self._intervals_q
+
+    @property
+    def _stamp_intervals_s(self) -> deque[float]:
+        """Recent stamp intervals (the jitter window), s."""
+        self._sync()
+        return self._stamp_intervals_q
+
+    @property
+    def _delays_s(self) -> deque[float]:
+        """Recent receive-minus-stamp delays (the jitter window), s."""
+        self._sync()
+        return self._delays_q
+
+    @property
+    def _last_values(self) -> np.ndarray | None:
+        """The newest sample's values."""
+        self._sync()
+        return self._last_values_v
+
+    def _stamp_interval_count(self) -> int:
+        """``len(self._stamp_intervals_s)`` without moving pending rows."""
+        n = len(self._stamp_intervals_q)
+        if self._pending_rows is None:
+            return n
+        # The pending rows but the first (row 0 has no interval) each bring one, up to the deque's length.
+        pending = self.sample_count - self._pending_lo - (not self._pending_lo)
+        return min(self._stamp_intervals_q.maxlen, n + pending) if pending > 0 else n  # type: ignore[type-var]
+
     @property
     def period_s(self) -> float | None:
         """Learned expected sample period, or None before two samples."""
-        if not self._intervals_s:
-            return None
+        if not self._intervals_q:
+            if self._pending_rows is None:
+                return None
+            self._sync()
+            if not self._intervals_q:
+                return None
         # The median is refreshed every few intervals: it moves slowly and costs O(n).
         if self._period_cache is None or self._since_period >= 16:
-            self._period_cache = max(self.config.min_period_s, _median(self._intervals_s))
+            self._sync()
+            self._period_cache = max(self.config.min_period_s, _median(self._intervals_q))
             self._since_period = 0
         return self._period_cache
 
     def reset_stamps(self) -> None:
         """Forget stamp history (after a clock reset on this side)."""
+        self._sync()
         self._last_stamp_ns = None
         self._jitter_table = None
-        self._stamp_intervals_s.clear()
-        self._delays_s.clear()
+        self._stamp_intervals_q.clear()
+        self._delays_q.clear()
 
     def add(self, stamp_ns: int, recv_ns: int, time_ns: int, values: np.ndarray) -> None:
         """Record one sample.
@@ -211,16 +282,18 @@ class StreamHealth:
         cfg = self.config
         if not (isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype == np.float64):
             values = np.asarray(values, dtype=float).ravel()
+        if self._pending_rows is not None:
+            self._sync()
         self.sample_count += 1
         if self._last_stamp_ns is not None:
             ds = (stamp_ns - self._last_stamp_ns) * 1e-9
-            self._stamp_intervals_s.append(ds)
+            self._stamp_intervals_q.append(ds)
             if ds > 0:
                 period = self.period_s
                 if period is None or ds < cfg.dropout_periods * period:
-                    self._intervals_s.append(ds)
+                    self._intervals_q.append(ds)
                     self._since_period += 1
-        self._delays_s.append((recv_ns - stamp_ns) * 1e-9)
+        self._delays_q.append((recv_ns - stamp_ns) * 1e-9)
         if self._last_recv_ns is None:
             self._first_recv_ns = self._last_recv_ns = recv_ns
         else:
@@ -241,7 +314,7 @@ class StreamHealth:
         all_finite = bool(finite.all())
         if not all_finite:
             self._marks.append((time_ns, "nonfinite", float(np.mean(~finite))))
-        prev = self._last_values
+        prev = self._last_values_v
         if prev is not None and prev.shape == values.shape and not (same := values == prev).any():
             # Every component moved (the usual sample): no repeat, every pinned run ends.
             self._repeat_run = 0
@@ -261,7 +334,7 @@ class StreamHealth:
             self._repeat_run = 0
         if self._repeat_run + 1 >= cfg.frozen_samples:
             self._marks.append((time_ns, "repeat", float(self._repeat_run + 1)))
-        self._last_values = values
+        self._last_values_v = values
         self._trim(time_ns)
 
     def has_gap(self, start_ns: int, end_ns: int) -> bool:
@@ -314,19 +387,58 @@ class StreamHealth:
         """
         cfg = self.config
         hold_ns = int(cfg.flag_hold_s * 1e9)
-        period = self.period_s
-        dropout = self._dropout(t_ns, hold_ns, period, now_ns, twin, siblings)
+        # period_s, without its call when the cached period stands.
+        period = self._period_cache
+        if period is None or self._since_period >= 16 or not self._intervals_q:
+            period = self.period_s
+        # Only a gap near t or a silence past the plain limit can raise dropout (the rules
+        # of an open gap only raise the limit or zero the silence).
+        last_time_ns = self._last_time_ns
+        if self._gaps or (period is not None and last_time_ns is not None
+                          and (t_ns - last_time_ns) * 1e-9 > cfg.dropout_periods * period):
+            dropout = self._dropout(t_ns, hold_ns, period, now_ns, twin, siblings)
+        else:
+            dropout = _INACTIVE_DROPOUT
         if dropout_only:
             return [dropout]
 
+        nonfinite = _INACTIVE_NONFINITE
+        frozen = _INACTIVE_FROZEN
+        saturation = _INACTIVE_SATURATION
+        marks = self._marks
+        # Newest first, stopping well before t: a constant stream marks every sample as
+        # a repeat, and history_s of those is thousands (stamps going back are rare, and
+        # the slack keeps the few out of order). Mostly the newest mark is already older.
+        oldest_ns = t_ns - 2 * hold_ns - 1_000_000_000
+        if marks and marks[-1][0] >= oldest_ns:
+            nonfinite, frozen, saturation = self._mark_flags(t_ns, hold_ns, oldest_ns, other_moving)
+
+        jitter = _INACTIVE_STAMP_JITTER
+        # (Moving pending rows for _jitter_stats below leaves the count as it is.)
+        if period is not None and (count := self._stamp_interval_count()) >= cfg.jitter_window // 4:
+            planned = self._jitter_table.get(self.sample_count) if self._jitter_table is not None else None
+            if planned is not None:
+                center, mad, backwards = planned
+            else:
+                center, mad, backwards = _jitter_stats(self._stamp_intervals_s)
+            mad_ratio = mad / period
+            if mad_ratio > cfg.jitter_mad_ratio or backwards > 0.05 * count:
+                delay_std = float(np.std(np.asarray(self._delays_s)))
+                jitter = HealthFlag(
+                    "stamp_jitter", True, _clip01(max(mad_ratio / (4 * cfg.jitter_mad_ratio), backwards / count)),
+                    {"interval_mad_over_period": f"{mad_ratio:.3f}", "delay_std_s": f"{delay_std:.4f}",
+                     "backwards_stamps": str(backwards)})
+        return [dropout, nonfinite, frozen, jitter, saturation]
+
+    def _mark_flags(self, t_ns: int, hold_ns: int, oldest_ns: int,
+                    other_moving: bool) -> tuple[HealthFlag, HealthFlag, HealthFlag]:
+        """The nonfinite, frozen and saturation flags of :meth:`flags`, from the marks
+        newer than ``oldest_ns``."""
+        cfg = self.config
         nonfinite_active = False
         nonfinite_severity = 0.0
         repeat_max = 0.0
         saturated = False
-        # Newest first, stopping well before t: a constant stream marks every sample as
-        # a repeat, and history_s of those is thousands (stamps going back are rare, and
-        # the slack keeps the few out of order).
-        oldest_ns = t_ns - 2 * hold_ns - 1_000_000_000
         for time_ns, kind, value in reversed(self._marks):
             if time_ns < oldest_ns:
                 break
@@ -339,34 +451,17 @@ class StreamHealth:
                 repeat_max = max(repeat_max, value)
             elif kind == "saturation":
                 saturated = True
-        nonfinite = _INACTIVE["nonfinite"]
+        nonfinite = _INACTIVE_NONFINITE
         if nonfinite_active:
             nonfinite = HealthFlag("nonfinite", True, nonfinite_severity, {"stream": self.name})
 
-        frozen = _INACTIVE["frozen"]
+        frozen = _INACTIVE_FROZEN
         if repeat_max >= cfg.frozen_samples and other_moving:
             frozen = HealthFlag("frozen", True, _clip01(repeat_max / (4 * cfg.frozen_samples)),
                                 {"identical_samples": str(int(repeat_max))})
-
-        jitter = _INACTIVE["stamp_jitter"]
-        if len(self._stamp_intervals_s) >= cfg.jitter_window // 4 and period is not None:
-            iv = self._stamp_intervals_s
-            planned = self._jitter_table.get(self.sample_count) if self._jitter_table is not None else None
-            if planned is not None:
-                center, mad, backwards = planned
-            else:
-                center, mad, backwards = _jitter_stats(iv)
-            mad_ratio = mad / period
-            if mad_ratio > cfg.jitter_mad_ratio or backwards > 0.05 * len(iv):
-                delay_std = float(np.std(np.asarray(self._delays_s)))
-                jitter = HealthFlag(
-                    "stamp_jitter", True, _clip01(max(mad_ratio / (4 * cfg.jitter_mad_ratio), backwards / len(iv))),
-                    {"interval_mad_over_period": f"{mad_ratio:.3f}", "delay_std_s": f"{delay_std:.4f}",
-                     "backwards_stamps": str(backwards)})
-
         # A still arm holds its positions too: pinned is clipping only while the twin moves.
-        saturation = HealthFlag("saturation", True, 1.0) if saturated and other_moving else _INACTIVE["saturation"]
-        return [dropout, nonfinite, frozen, jitter, saturation]
+        saturation = HealthFlag("saturation", True, 1.0) if saturated and other_moving else _INACTIVE_SATURATION
+        return nonfinite, frozen, saturation
 
     def _dropout(self, t_ns: int, hold_ns: int, period: float | None, now_ns: int | None,
                  twin: "StreamHealth | None", siblings: "Sequence[StreamHealth]") -> HealthFlag:
@@ -405,14 +500,15 @@ class StreamHealth:
                 active = True
                 severity = max(severity, _clip01(open_gap_s / (10 * cfg.dropout_periods * period)))
                 evidence = {"gap_s": f"{open_gap_s:.3f}", "open": "true", "period_s": f"{period:.4f}"}
-        return HealthFlag("dropout", True, severity, evidence) if active else _INACTIVE["dropout"]
+        return HealthFlag("dropout", True, severity, evidence) if active else _INACTIVE_DROPOUT
 
     @property
     def delay_std_s(self) -> float | None:
         """Std of (recv - stamp) over the jitter window, or None when too few samples."""
-        if len(self._delays_s) < 4:
+        delays = self._delays_s
+        if len(delays) < 4:
             return None
-        return float(np.std(np.asarray(self._delays_s)))
+        return float(np.std(np.asarray(delays)))
 
 
 class BiasDriftTracker:
@@ -561,9 +657,9 @@ class HealthRows:
     indexed by row; the scalars are kept as the rows where they change, and
     :meth:`prepare` turns them into the state after given rows."""
 
-    intervals: list[float]  # stamp interval of row i at index i - 1
-    delays: list[float]
-    appended: list[float]  # what entered the period window, in order
+    intervals: np.ndarray  # stamp interval of row i at index i - 1, s
+    delays: np.ndarray  # receive minus stamp of row i, s
+    appended: np.ndarray  # what entered the period window, in order
     appended_rows: np.ndarray  # the row of each entry
     cache_rows: np.ndarray  # rows whose gap check refreshed the period cache
     cache_values: np.ndarray  # the period then
@@ -695,7 +791,7 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
         if restarts > max_restarts:
             return None
         start = int(cand[stop]) + 1  # the dropout interval stays out of the window
-    appended: list[float] = np.concatenate(appended_runs).tolist() if appended_runs else []
+    appended = np.concatenate(appended_runs) if appended_runs else np.zeros(0)
     appended_at = np.concatenate(appended_row_runs) if appended_row_runs else np.zeros(0, dtype=np.int64)
     cache_at = np.asarray(cache_rows, dtype=np.int64)
     refresh_idx = np.searchsorted(cache_at, np.arange(n), side="right") - 1
@@ -731,7 +827,7 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
                 burst_rows.append(r)
                 burst_values.append((burst_ns, burst_at))
     return HealthRows(
-        intervals=ds.tolist(), delays=((recvs - stamps).astype(np.float64) * 1e-9).tolist(), appended=appended,
+        intervals=ds, delays=(recvs - stamps).astype(np.float64) * 1e-9, appended=appended,
         appended_rows=appended_at, cache_rows=cache_at, cache_values=np.asarray(cache_values, dtype=np.float64),
         stamps=stamps, last_recv=last_recv, last_time=last_time, times=times,
         burst_rows=np.asarray(burst_rows, dtype=np.int64),
@@ -812,33 +908,38 @@ def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stam
     a, b = bisect_left(marks.rows, lo), bisect_left(marks.rows, hi)
     for k in range(a, b):
         health._marks.append((times[marks.rows[k]], marks.kinds[k], marks.values[k]))
-    health._last_values = values[hi - 1]
+    health._last_values_v = values[hi - 1]
     health._trim(times[hi - 1])
 
 
 def _add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, values: np.ndarray,
               rows: HealthRows) -> None:
-    """:func:`add_planned` from the planned per-row state (same deques, same scalars)."""
-    count, stamp, last_recv, last_time, cache, since, burst_ns, burst_at = rows.state(hi - 1)
-    before = 0
-    if lo:
-        before = rows.state(lo - 1)[0]
-    else:
+    """:func:`add_planned` from the planned per-row state (same deques, same scalars).
+
+    The deques and the newest values are filled when read (``StreamHealth._sync``):
+    consecutive calls only move the end of the pending rows.
+    """
+    states = rows.states
+    count, stamp, last_recv, last_time, cache, since, burst_ns, burst_at = states.get(hi - 1) or rows.state(hi - 1)
+    if health._pending_rows is not rows:
+        health._sync()  # rows of another plan (not in the engine) go in first
+        health._pending_rows = rows
+        health._pending_lo = lo
+        health._pending_entry = (states.get(lo - 1) or rows.state(lo - 1))[0] if lo else 0
+    if not lo:
         health._first_recv_ns = int(rows.last_recv[0])
-    health._stamp_intervals_s.extend(rows.intervals[max(lo, 1) - 1:hi - 1])
-    health._delays_s.extend(rows.delays[lo:hi])
-    health._intervals_s.extend(rows.appended[before:count])
+    health._pending_count = count
+    health._pending_values = values
     health._last_stamp_ns, health._last_recv_ns, health._last_time_ns = stamp, last_recv, last_time
     health._period_cache, health._since_period = cache, since
     health._burst_silence_ns, health._burst_at_ns = burst_ns, burst_at
     if rows.gap_rows:
         a, b = bisect_left(rows.gap_rows, lo), bisect_left(rows.gap_rows, hi)
         health._gaps.extend(rows.gaps[a:b])
-    health.sample_count += hi - lo
+    health.sample_count = hi
     if marks.rows:
         a, b = bisect_left(marks.rows, lo), bisect_left(marks.rows, hi)
         for k in range(a, b):
             health._marks.append((int(rows.times[marks.rows[k]]), marks.kinds[k], marks.values[k]))
-    health._last_values = values[hi - 1]
     if health._marks or health._gaps:
         health._trim(last_time)
