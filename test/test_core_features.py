@@ -169,6 +169,31 @@ def test_bias_drift_tracker() -> None:
     assert np.array_equal(tracker.bias_n, before)
 
 
+def test_bias_drift_tracker_equals_the_numpy_update_bit_for_bit() -> None:
+    rng = np.random.default_rng(5)
+    fast, mixed = BiasDriftTracker(tau_s=0.3), BiasDriftTracker(tau_s=0.3)
+    bias, baseline, free_s, last = np.zeros(3), None, 0.0, None  # the update on 3-vectors
+    for k in range(2000):
+        t = k * 20 * MS + int(rng.integers(-3, 3)) * MS
+        force = rng.normal(size=3) * 10.0 ** rng.integers(-3, 3)
+        if k % 97 == 0:
+            force[k % 3] = np.nan
+        quiet = bool(k % 11)
+        fast.update(t, force, quiet)
+        mixed.update(t, force.tolist() if k % 5 == 0 else force, quiet)  # a list takes the numpy path
+        dt = 0.0 if last is None else max(0.0, (t - last) * 1e-9)
+        last = t
+        if quiet and np.all(np.isfinite(force)):
+            alpha = 1.0 if free_s == 0.0 else min(1.0, dt / 0.3)
+            bias = (1 - alpha) * bias + alpha * force
+            free_s += dt
+            if baseline is None and free_s >= 0.6:
+                baseline = np.zeros(3)
+        assert fast.bias_n.tobytes() == bias.tobytes() == mixed.bias_n.tobytes(), k
+        want = bias - baseline if baseline is not None else np.zeros(3)
+        assert fast.drift_n.tobytes() == want.tobytes() and fast.flag() == mixed.flag()
+
+
 def test_config_errors() -> None:
     with pytest.raises(ConfigError, match="FeatureConfig.dropout_periods must be > 0"):
         StreamHealth(FeatureConfig(dropout_periods=0))

@@ -28,6 +28,7 @@ Trackers keep bounded history and never read a clock: every input carries its ti
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -532,19 +533,38 @@ class BiasDriftTracker:
         self.tau_s = tau_s
         self.threshold_n = threshold_n
         self.full_scale_n = full_scale_n
-        self.bias_n = np.zeros(3)
+        # The estimate as three floats (the same float operations as on a 3-vector, without
+        # numpy's per-call cost), or an array if fed other shapes.
+        self._bias: tuple[float, float, float] | np.ndarray = (0.0, 0.0, 0.0)
         self._baseline_n: np.ndarray | None = None
         self._free_s = 0.0
         self._last_t_ns: int | None = None
+
+    @property
+    def bias_n(self) -> np.ndarray:
+        """The bias estimate (free-space residual force, low-pass filtered), N; a copy."""
+        return np.array(self._bias, dtype=float)
 
     def update(self, t_ns: int, force_residual_n: np.ndarray, free_and_quiet: bool) -> None:
         """Feed one analysis sample of the force residual (real minus sim)."""
         dt_s = 0.0 if self._last_t_ns is None else max(0.0, (t_ns - self._last_t_ns) * 1e-9)
         self._last_t_ns = t_ns
-        if not free_and_quiet or not np.all(np.isfinite(force_residual_n)):
+        if not free_and_quiet:
             return
-        alpha = 1.0 if self._free_s == 0.0 else min(1.0, dt_s / self.tau_s)
-        self.bias_n = (1 - alpha) * self.bias_n + alpha * np.asarray(force_residual_n, dtype=float)
+        f = force_residual_n
+        if type(f) is np.ndarray and f.shape == (3,) and f.dtype == np.float64 and type(self._bias) is tuple:
+            f0, f1, f2 = f.tolist()
+            if not (math.isfinite(f0) and math.isfinite(f1) and math.isfinite(f2)):
+                return
+            alpha = 1.0 if self._free_s == 0.0 else min(1.0, dt_s / self.tau_s)
+            beta = 1 - alpha
+            b0, b1, b2 = self._bias
+            self._bias = (beta * b0 + alpha * f0, beta * b1 + alpha * f1, beta * b2 + alpha * f2)
+        else:
+            if not np.all(np.isfinite(f)):
+                return
+            alpha = 1.0 if self._free_s == 0.0 else min(1.0, dt_s / self.tau_s)
+            self._bias = (1 - alpha) * np.asarray(self._bias, dtype=float) + alpha * np.asarray(f, dtype=float)
         self._free_s += dt_s
         if self._baseline_n is None and self._free_s >= 2 * self.tau_s:
             # Nominal: the sim model equals the real sensor, so the baseline is (near) zero;
