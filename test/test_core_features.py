@@ -239,6 +239,27 @@ def test_row_and_window_medians_equal_numpy(width: int) -> None:
     assert got.tolist() == [_median(values[max(0, e - width):e].tolist()) for e in ends.tolist()]
 
 
+@pytest.mark.parametrize("width", [0, 1, 6, 14])
+def test_all_columns_equals_numpy(width: int) -> None:
+    from sim_real_bridge.core.features import _all_columns
+
+    flags = np.random.default_rng(width).random((500, width)) < 0.9
+    assert np.array_equal(_all_columns(flags), flags.all(axis=1))
+
+
+def test_prepared_states_do_not_depend_on_the_order_of_the_rows() -> None:
+    from sim_real_bridge.core.features import plan_rows
+
+    stamps, recvs, times, _ = _pathological_stream(2)
+    cfg = FeatureConfig()
+    ascending, shuffled = plan_rows(cfg, stamps, recvs, times), plan_rows(cfg, stamps, recvs, times)
+    assert ascending is not None and shuffled is not None
+    rows = np.sort(np.random.default_rng(0).integers(-1, stamps.size, 700))
+    ascending.prepare(rows)
+    shuffled.prepare(np.random.default_rng(1).permutation(rows))
+    assert ascending.states == shuffled.states and len(ascending.states) == np.unique(rows[rows >= 0]).size
+
+
 @pytest.mark.parametrize("windows", [(20, 31), (21, 40), (101, 200)])
 def test_planned_tables_equal_the_live_tracker_for_other_windows(windows: tuple[int, int]) -> None:
     from sim_real_bridge.core.features import _jitter_stats, add_planned, plan_jitter, plan_marks, plan_rows

@@ -415,8 +415,13 @@ class StreamHealth:
             nonfinite, frozen, saturation = self._mark_flags(t_ns, hold_ns, oldest_ns, other_moving)
 
         jitter = _INACTIVE_STAMP_JITTER
-        # (Moving pending rows for _jitter_stats below leaves the count as it is.)
-        if period is not None and (count := self._stamp_interval_count()) >= cfg.jitter_window // 4:
+        # _stamp_interval_count, inline (moving pending rows for _jitter_stats below leaves it as it is).
+        count = len(self._stamp_intervals_q)
+        if self._pending_rows is not None:
+            pending = self.sample_count - self._pending_lo - (not self._pending_lo)
+            if pending > 0:
+                count = min(self._stamp_intervals_q.maxlen, count + pending)  # type: ignore[type-var]
+        if period is not None and count >= cfg.jitter_window // 4:
             planned = self._jitter_table.get(self.sample_count) if self._jitter_table is not None else None
             if planned is not None:
                 center, mad, backwards = planned
@@ -597,18 +602,29 @@ class HealthMarks:
     values: list[float]
 
 
+def _all_columns(flags: np.ndarray) -> np.ndarray:
+    """``flags.all(axis=1)`` of a 2-D boolean array, column by column: a reduction along
+    rows of a few elements is several times slower than a few passes over columns."""
+    if not flags.shape[1]:
+        return np.ones(flags.shape[0], dtype=bool)
+    out = flags[:, 0].copy()
+    for j in range(1, flags.shape[1]):
+        out &= flags[:, j]
+    return out
+
+
 def plan_marks(config: FeatureConfig, values: np.ndarray) -> HealthMarks:
     """The nonfinite, saturation and repeat marks of rows ``values`` (n, w) fed in order
     to a fresh :class:`StreamHealth`, computed on whole columns (same rules as ``add``)."""
     v = np.asarray(values, dtype=float)
     n = v.shape[0]
     finite = np.isfinite(v)
-    all_finite = finite.all(axis=1)
+    all_finite = _all_columns(finite)
     idx = np.arange(n)
     same = np.zeros_like(finite)
     if n > 1:
         same[1:] = v[1:] == v[:-1]
-    all_same = same.all(axis=1)
+    all_same = _all_columns(same)
     all_same[0] = False
 
     def run_length(cond: np.ndarray) -> np.ndarray:
@@ -620,7 +636,8 @@ def plan_marks(config: FeatureConfig, values: np.ndarray) -> HealthMarks:
     repeat_run = run_length(all_same & all_finite)
     saturated = np.zeros(n, dtype=bool)
     # A component repeated in fewer rows than the limit cannot be pinned that long.
-    cols = np.flatnonzero(np.count_nonzero(same, axis=0) >= config.saturation_samples)
+    repeats = np.array([np.count_nonzero(same[:, j]) for j in range(same.shape[1])], dtype=np.intp)
+    cols = np.flatnonzero(repeats >= config.saturation_samples)
     if n > 1 and cols.size:
         pinned = same[:, cols] & (v[:, cols] != 0) & finite[:, cols]
         saturated[1:] = ~all_same[1:] & (run_length(pinned).max(axis=1)[1:] >= config.saturation_samples)
@@ -695,7 +712,11 @@ class HealthRows:
 
     def prepare(self, rows: np.ndarray) -> None:
         """Compute :meth:`state` after each of ``rows`` at once."""
-        i = np.unique(np.asarray(rows, dtype=np.int64))
+        i = np.asarray(rows, dtype=np.int64).ravel()
+        if i.size > 1 and bool((i[1:] >= i[:-1]).all()):  # the usual ascending cuts: np.unique without its sort
+            i = i[np.concatenate(([True], i[1:] != i[:-1]))]
+        else:
+            i = np.unique(i)
         i = i[i >= 0]
         if not i.size:
             return
