@@ -233,10 +233,30 @@ def test_row_and_window_medians_equal_numpy(width: int) -> None:
     rows = rng.integers(0, 5, size=(300, width)).astype(np.float64) * 1e-3  # many ties
     rows[::7] += rng.normal(size=(rows[::7].shape)) * 1e-9
     assert np.array_equal(_row_medians(rows.copy()), np.median(rows, axis=1))
-    values = rows.ravel()
-    ends = np.unique(rng.integers(1, values.size + 1, 400))
-    got = _window_medians(values, ends, width)
-    assert got.tolist() == [_median(values[max(0, e - width):e].tolist()) for e in ends.tolist()]
+    runs = np.repeat(rng.integers(-2, 3, 60) * 1e-3, rng.integers(1, 3 * width + 2, 60))  # constant windows
+    for values in (rows.ravel(), runs):
+        ends = np.unique(rng.integers(1, values.size + 1, 400))
+        got = _window_medians(values, ends, width)
+        assert got.tolist() == [_median(values[max(0, e - width):e].tolist()) for e in ends.tolist()]
+
+
+def test_planned_jitter_of_steady_stuck_and_backwards_clocks() -> None:
+    from sim_real_bridge.core.features import _jitter_stats, plan_jitter
+
+    steps = np.concatenate(([0], np.full(400, 2 * MS), np.zeros(300, dtype=np.int64), np.full(300, -MS),
+                            np.full(300, 2 * MS), MS + np.arange(300) % 3 * MS))
+    stamps = 10**9 + np.cumsum(steps)
+    health = StreamHealth(FeatureConfig())
+    size = health.config.jitter_window
+    counts = np.arange(1, stamps.size + 1)
+    plan_jitter(health, stamps, counts)
+    intervals = (np.diff(stamps).astype(np.float64) * 1e-9).tolist()
+    kinds = set()
+    for m in range(size + 1, stamps.size + 1):
+        window = intervals[m - 1 - size:m - 1]
+        assert health._jitter_table[m] == _jitter_stats(window), m
+        kinds.add((len(set(window)) == 1, health._jitter_table[m][2]))
+    assert {(True, 0), (True, size), (False, 0)} <= kinds  # steady, stuck or backwards, and mixed windows
 
 
 @pytest.mark.parametrize("width", [0, 1, 6, 14])

@@ -149,6 +149,15 @@ def _row_medians(rows: np.ndarray) -> np.ndarray:
     return (rows[:, mid - 1] + rows[:, mid]) / 2.0
 
 
+def _constant_windows(values: np.ndarray, starts: np.ndarray, size: int) -> np.ndarray:
+    """Whether each window ``values[s:s + size]`` holds one value, bit for bit (its median
+    is that value and its deviations are zeros: no sort needed)."""
+    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
+    changes = np.zeros(bits.size, dtype=np.int64)  # changes[i]: value changes within values[:i + 1]
+    np.cumsum(bits[1:] != bits[:-1], out=changes[1:])
+    return changes[starts + size - 1] == changes[starts]
+
+
 def _clip01(x: float) -> float:
     return float(min(1.0, max(0.0, x)))
 
@@ -673,6 +682,13 @@ def plan_jitter(health: StreamHealth, stamps_ns: np.ndarray, counts: np.ndarray)
     table = dict(health._jitter_table or {})
     if m.size:
         starts = m - 1 - size
+        constant = _constant_windows(ds, starts, size)
+        if constant.any():  # (a steady clock) the one value, no deviation
+            value = ds[starts[constant]]
+            table.update(zip(m[constant].tolist(), zip(value.tolist(), [0.0] * value.size,
+                                                       np.where(value <= 0, size, 0).tolist(), strict=True),
+                             strict=True))
+            m, starts = m[~constant], starts[~constant]
         all_windows = np.lib.stride_tricks.sliding_window_view(ds, size)
         # In blocks of windows: small temporaries stay in cache (one block of all 3000 is megabytes).
         for a in range(0, starts.size, 128):
@@ -748,6 +764,9 @@ def _window_medians(values: np.ndarray, ends: np.ndarray, size: int) -> np.ndarr
     full = np.flatnonzero(ends >= size)
     if full.size:
         starts = ends[full] - size
+        constant = _constant_windows(values, starts, size)
+        out[full[constant]] = values[starts[constant]]
+        full, starts = full[~constant], starts[~constant]
         all_windows = np.lib.stride_tricks.sliding_window_view(values, size)
         for a in range(0, full.size, 128):  # blocks: small temporaries stay in cache
             out[full[a:a + 128]] = _row_medians(all_windows[starts[a:a + 128]])
