@@ -505,6 +505,27 @@ def test_flags_equal_the_rules_applied_in_full_per_message_and_planned(seed: int
                    if args[1] is not None), rule
 
 
+def test_marks_out_of_time_order_are_all_scanned() -> None:
+    cfg = FeatureConfig(flag_hold_s=0.02)
+    h = StreamHealth(cfg, "real/joint_states")
+    rng = np.random.default_rng(4)
+    times = []
+    for k in range(1500):
+        t = k * PERIOD - (60 * MS if k % 50 == 7 else 0)  # some samples mapped 60 ms back
+        v = np.array([np.nan if k % 9 == 0 or k % 50 == 7 else 0.1 * k, 1.0 if 600 <= k < 700 else rng.normal()])
+        h.add(k * PERIOD, k * PERIOD + MS, t, v)
+        times.append(t)
+        if k == 20:
+            assert not h._marks_sorted
+        if k % 5 == 0:
+            for q in (t, t - 30 * MS, t - 61 * MS, t + 5 * MS):
+                got = [(f.name, f.active, f.severity, dict(f.evidence)) for f in h.flags(q, now_ns=t + MS)]
+                assert got == _reference_flags(h, q, True, t + MS, None, (), False), (k, q)
+    assert any(a > b for a, b in zip(times, times[1:]))
+    h.add(10**12, 10**12 + MS, 10**12, np.array([1.0, 2.0]))  # the history trimmed: the marks in order again
+    assert not h._marks and h._marks_sorted
+
+
 def test_planned_rows_refuse_a_tracker_fed_outside_the_plan() -> None:
     from sim_real_bridge.core.features import add_planned, plan_marks, plan_rows
 

@@ -198,6 +198,7 @@ class StreamHealth:
         self._component_run: np.ndarray | None = None
         # (time_ns, kind) of flagged samples and (start_ns, end_ns) of gaps, on the monitor time base.
         self._marks: deque[tuple[int, str, float]] = deque()
+        self._marks_sorted = True  # mark times non-decreasing: a scan back from the newest can stop at t
         self._gaps: deque[tuple[int, int]] = deque()
         self._frozen_start_ns: int | None = None
         self._period_cache: float | None = None
@@ -323,7 +324,7 @@ class StreamHealth:
         finite = np.isfinite(values)
         all_finite = bool(finite.all())
         if not all_finite:
-            self._marks.append((time_ns, "nonfinite", float(np.mean(~finite))))
+            self._mark(time_ns, "nonfinite", float(np.mean(~finite)))
         prev = self._last_values_v
         if prev is not None and prev.shape == values.shape and not (same := values == prev).any():
             # Every component moved (the usual sample): no repeat, every pinned run ends.
@@ -339,11 +340,11 @@ class StreamHealth:
             run = (run + 1) * pinned
             self._component_run = run
             if not all_same and int(run.max()) >= cfg.saturation_samples:
-                self._marks.append((time_ns, "saturation", 1.0))
+                self._mark(time_ns, "saturation", 1.0)
         else:
             self._repeat_run = 0
         if self._repeat_run + 1 >= cfg.frozen_samples:
-            self._marks.append((time_ns, "repeat", float(self._repeat_run + 1)))
+            self._mark(time_ns, "repeat", float(self._repeat_run + 1))
         self._last_values_v = values
         self._trim(time_ns)
 
@@ -364,10 +365,18 @@ class StreamHealth:
         age_s = max(0, now_ns - self._burst_at_ns) * 1e-9
         return int(self._burst_silence_ns * 0.5 ** (age_s / self.config.burst_memory_s))
 
+    def _mark(self, time_ns: int, kind: str, value: float) -> None:
+        """Record a flagged sample."""
+        if self._marks and time_ns < self._marks[-1][0]:
+            self._marks_sorted = False
+        self._marks.append((time_ns, kind, value))
+
     def _trim(self, now_ns: int) -> None:
         keep_ns = int(self.config.history_s * 1e9)
         while self._marks and self._marks[0][0] < now_ns - keep_ns:
             self._marks.popleft()
+            if not self._marks:
+                self._marks_sorted = True
         while self._gaps and self._gaps[0][1] < now_ns - keep_ns:
             self._gaps.popleft()
 
@@ -418,10 +427,11 @@ class StreamHealth:
         marks = self._marks
         # Newest first, stopping well before t: a constant stream marks every sample as
         # a repeat, and history_s of those is thousands (stamps going back are rare, and
-        # the slack keeps the few out of order). Mostly the newest mark is already older.
-        oldest_ns = t_ns - 2 * hold_ns - 1_000_000_000
-        if marks and marks[-1][0] >= oldest_ns:
-            nonfinite, frozen, saturation = self._mark_flags(t_ns, hold_ns, oldest_ns, other_moving)
+        # the slack keeps the few out of order). Marks in time order end the scan at
+        # t - hold: the older ones are all out of reach. Mostly the newest is already.
+        stop_ns = t_ns - hold_ns if self._marks_sorted else t_ns - 2 * hold_ns - 1_000_000_000
+        if marks and marks[-1][0] >= stop_ns:
+            nonfinite, frozen, saturation = self._mark_flags(t_ns, hold_ns, stop_ns, other_moving)
 
         jitter = _INACTIVE_STAMP_JITTER
         # _stamp_interval_count, inline (moving pending rows for _jitter_stats below leaves it as it is).
@@ -445,17 +455,17 @@ class StreamHealth:
                      "backwards_stamps": str(backwards)})
         return [dropout, nonfinite, frozen, jitter, saturation]
 
-    def _mark_flags(self, t_ns: int, hold_ns: int, oldest_ns: int,
+    def _mark_flags(self, t_ns: int, hold_ns: int, stop_ns: int,
                     other_moving: bool) -> tuple[HealthFlag, HealthFlag, HealthFlag]:
         """The nonfinite, frozen and saturation flags of :meth:`flags`, from the marks
-        newer than ``oldest_ns``."""
+        scanned newest first until one older than ``stop_ns``."""
         cfg = self.config
         nonfinite_active = False
         nonfinite_severity = 0.0
         repeat_max = 0.0
         saturated = False
         for time_ns, kind, value in reversed(self._marks):
-            if time_ns < oldest_ns:
+            if time_ns < stop_ns:
                 break
             if abs(time_ns - t_ns) > hold_ns:
                 continue
@@ -967,7 +977,7 @@ def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stam
     health.sample_count += hi - lo
     a, b = bisect_left(marks.rows, lo), bisect_left(marks.rows, hi)
     for k in range(a, b):
-        health._marks.append((times[marks.rows[k]], marks.kinds[k], marks.values[k]))
+        health._mark(times[marks.rows[k]], marks.kinds[k], marks.values[k])
     health._last_values_v = values[hi - 1]
     health._trim(times[hi - 1])
 
@@ -1000,6 +1010,6 @@ def _add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, values
     if marks.rows:
         a, b = bisect_left(marks.rows, lo), bisect_left(marks.rows, hi)
         for k in range(a, b):
-            health._marks.append((int(rows.times[marks.rows[k]]), marks.kinds[k], marks.values[k]))
+            health._mark(int(rows.times[marks.rows[k]]), marks.kinds[k], marks.values[k])
     if health._marks or health._gaps:
         health._trim(last_time)
