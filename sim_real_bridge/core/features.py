@@ -405,7 +405,6 @@ class StreamHealth:
                 judged against ``side_silence_s`` (see FeatureConfig).
         """
         cfg = self.config
-        hold_ns = int(cfg.flag_hold_s * 1e9)
         # period_s, without its call when the cached period stands.
         period = self._period_cache
         if period is None or self._since_period >= 16 or not self._intervals_q:
@@ -415,11 +414,12 @@ class StreamHealth:
         last_time_ns = self._last_time_ns
         if self._gaps or (period is not None and last_time_ns is not None
                           and (t_ns - last_time_ns) * 1e-9 > cfg.dropout_periods * period):
-            dropout = self._dropout(t_ns, hold_ns, period, now_ns, twin, siblings)
+            dropout = self._dropout(t_ns, int(cfg.flag_hold_s * 1e9), period, now_ns, twin, siblings)
         else:
             dropout = _INACTIVE_DROPOUT
         if dropout_only:
             return [dropout]
+        hold_ns = int(cfg.flag_hold_s * 1e9)
 
         nonfinite = _INACTIVE_NONFINITE
         frozen = _INACTIVE_FROZEN
@@ -753,7 +753,9 @@ class HealthRows:
         cache = np.concatenate(([np.nan], self.cache_values))[refresh + 1]
         burst = np.searchsorted(self.burst_rows, i, side="right") - 1
         values = np.concatenate((np.zeros((1, 2), dtype=np.int64), self.burst_values))[burst + 1]
-        periods = [None if c != c else c for c in cache.tolist()]  # NaN: no period learned yet
+        periods: list[float | None] = cache.tolist()
+        for k in np.flatnonzero(np.isnan(cache)).tolist():  # no period learned yet
+            periods[k] = None
         self.states.update(zip(i.tolist(), zip(
             count.tolist(), self.stamps[i].tolist(), self.last_recv[i].tolist(), self.last_time[i].tolist(), periods,
             since.tolist(), values[:, 0].tolist(), values[:, 1].tolist(), strict=True), strict=True))
@@ -864,7 +866,9 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
     appended = np.concatenate(appended_runs) if appended_runs else np.zeros(0)
     appended_at = np.concatenate(appended_row_runs) if appended_row_runs else np.zeros(0, dtype=np.int64)
     cache_at = np.asarray(cache_rows, dtype=np.int64)
-    refresh_idx = np.searchsorted(cache_at, np.arange(n), side="right") - 1
+    refreshed = np.zeros(n, dtype=np.int64)
+    refreshed[cache_at] = 1  # (one refresh per row at most)
+    refresh_idx = np.cumsum(refreshed) - 1  # the last refresh at or before each row
     cache_arr = np.where(refresh_idx >= 0, np.asarray([np.nan] + cache_values)[refresh_idx + 1], np.nan)
     last_time = np.maximum.accumulate(times)
     last_recv = np.maximum.accumulate(recvs)
