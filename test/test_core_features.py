@@ -192,6 +192,11 @@ def test_bias_drift_tracker_equals_the_numpy_update_bit_for_bit() -> None:
         assert fast.bias_n.tobytes() == bias.tobytes() == mixed.bias_n.tobytes(), k
         want = bias - baseline if baseline is not None else np.zeros(3)
         assert fast.drift_n.tobytes() == want.tobytes() and fast.flag() == mixed.flag()
+    fast.bias_n = np.array([1.0, 2.0, 3.0])  # set from outside: the numpy path from then on
+    fast.update(last + 20 * MS, np.array([3.0, 2.0, 1.0]), True)
+    alpha = min(1.0, 0.02 / 0.3)
+    want = (1 - alpha) * np.array([1.0, 2.0, 3.0]) + alpha * np.array([3.0, 2.0, 1.0])
+    assert fast.bias_n.tobytes() == want.tobytes() and fast.bias_n is not fast.bias_n
 
 
 def test_config_errors() -> None:

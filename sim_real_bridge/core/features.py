@@ -569,6 +569,10 @@ class BiasDriftTracker:
         """The bias estimate (free-space residual force, low-pass filtered), N; a copy."""
         return np.array(self._bias, dtype=float)
 
+    @bias_n.setter
+    def bias_n(self, value: np.ndarray) -> None:
+        self._bias = np.array(value, dtype=float)
+
     def update(self, t_ns: int, force_residual_n: np.ndarray, free_and_quiet: bool) -> None:
         """Feed one analysis sample of the force residual (real minus sim)."""
         dt_s = 0.0 if self._last_t_ns is None else max(0.0, (t_ns - self._last_t_ns) * 1e-9)
@@ -716,7 +720,7 @@ def plan_jitter(health: StreamHealth, stamps_ns: np.ndarray, counts: np.ndarray)
 @dataclass
 class HealthRows:
     """The state :func:`add_planned` leaves after each row of a whole stream fed from a
-    fresh tracker, on columns (see :func:`plan_rows`). The deques' contents are lists
+    fresh tracker, on columns (see :func:`plan_rows`). The deques' contents are arrays
     indexed by row; the scalars are kept as the rows where they change, and
     :meth:`prepare` turns them into the state after given rows."""
 
