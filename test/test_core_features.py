@@ -169,6 +169,36 @@ def test_bias_drift_tracker() -> None:
     assert np.array_equal(tracker.bias_n, before)
 
 
+def test_bias_drift_tracker_equals_the_numpy_update_bit_for_bit() -> None:
+    rng = np.random.default_rng(5)
+    fast, mixed = BiasDriftTracker(tau_s=0.3), BiasDriftTracker(tau_s=0.3)
+    bias, baseline, free_s, last = np.zeros(3), None, 0.0, None  # the update on 3-vectors
+    for k in range(2000):
+        t = k * 20 * MS + int(rng.integers(-3, 3)) * MS
+        force = rng.normal(size=3) * 10.0 ** rng.integers(-3, 3)
+        if k % 97 == 0:
+            force[k % 3] = np.nan
+        quiet = bool(k % 11)
+        fast.update(t, force, quiet)
+        mixed.update(t, force.tolist() if k % 5 == 0 else force, quiet)  # a list takes the numpy path
+        dt = 0.0 if last is None else max(0.0, (t - last) * 1e-9)
+        last = t
+        if quiet and np.all(np.isfinite(force)):
+            alpha = 1.0 if free_s == 0.0 else min(1.0, dt / 0.3)
+            bias = (1 - alpha) * bias + alpha * force
+            free_s += dt
+            if baseline is None and free_s >= 0.6:
+                baseline = np.zeros(3)
+        assert fast.bias_n.tobytes() == bias.tobytes() == mixed.bias_n.tobytes(), k
+        want = bias - baseline if baseline is not None else np.zeros(3)
+        assert fast.drift_n.tobytes() == want.tobytes() and fast.flag() == mixed.flag()
+    fast.bias_n = np.array([1.0, 2.0, 3.0])  # set from outside: the numpy path from then on
+    fast.update(last + 20 * MS, np.array([3.0, 2.0, 1.0]), True)
+    alpha = min(1.0, 0.02 / 0.3)
+    want = (1 - alpha) * np.array([1.0, 2.0, 3.0]) + alpha * np.array([3.0, 2.0, 1.0])
+    assert fast.bias_n.tobytes() == want.tobytes() and fast.bias_n is not fast.bias_n
+
+
 def test_config_errors() -> None:
     with pytest.raises(ConfigError, match="FeatureConfig.dropout_periods must be > 0"):
         StreamHealth(FeatureConfig(dropout_periods=0))
@@ -200,6 +230,84 @@ def test_live_jitter_statistics_equal_the_planned_table_and_numpy(seed: int) -> 
     assert backwards_seen > 0  # the repeated and backwards stamps were in some windows
 
 
+@pytest.mark.parametrize("width", [1, 2, 7, 100, 101, 200])
+def test_row_and_window_medians_equal_numpy(width: int) -> None:
+    from sim_real_bridge.core.features import _median, _row_medians, _window_medians
+
+    rng = np.random.default_rng(width)
+    rows = rng.integers(0, 5, size=(300, width)).astype(np.float64) * 1e-3  # many ties
+    rows[::7] += rng.normal(size=(rows[::7].shape)) * 1e-9
+    assert np.array_equal(_row_medians(rows.copy()), np.median(rows, axis=1))
+    runs = np.repeat(rng.integers(-2, 3, 60) * 1e-3, rng.integers(1, 3 * width + 2, 60))  # constant windows
+    for values in (rows.ravel(), runs):
+        ends = np.unique(rng.integers(1, values.size + 1, 400))
+        got = _window_medians(values, ends, width)
+        assert got.tolist() == [_median(values[max(0, e - width):e].tolist()) for e in ends.tolist()]
+
+
+def test_planned_jitter_of_steady_stuck_and_backwards_clocks() -> None:
+    from sim_real_bridge.core.features import _jitter_stats, plan_jitter
+
+    steps = np.concatenate(([0], np.full(400, 2 * MS), np.zeros(300, dtype=np.int64), np.full(300, -MS),
+                            np.full(300, 2 * MS), MS + np.arange(300) % 3 * MS))
+    stamps = 10**9 + np.cumsum(steps)
+    health = StreamHealth(FeatureConfig())
+    size = health.config.jitter_window
+    counts = np.arange(1, stamps.size + 1)
+    plan_jitter(health, stamps, counts)
+    intervals = (np.diff(stamps).astype(np.float64) * 1e-9).tolist()
+    kinds = set()
+    for m in range(size + 1, stamps.size + 1):
+        window = intervals[m - 1 - size:m - 1]
+        assert health._jitter_table[m] == _jitter_stats(window), m
+        kinds.add((len(set(window)) == 1, health._jitter_table[m][2]))
+    assert {(True, 0), (True, size), (False, 0)} <= kinds  # steady, stuck or backwards, and mixed windows
+
+
+@pytest.mark.parametrize("width", [0, 1, 6, 14])
+def test_all_columns_equals_numpy(width: int) -> None:
+    from sim_real_bridge.core.features import _all_columns
+
+    flags = np.random.default_rng(width).random((500, width)) < 0.9
+    assert np.array_equal(_all_columns(flags), flags.all(axis=1))
+
+
+def test_prepared_states_do_not_depend_on_the_order_of_the_rows() -> None:
+    from sim_real_bridge.core.features import plan_rows
+
+    stamps, recvs, times, _ = _pathological_stream(2)
+    cfg = FeatureConfig()
+    ascending, shuffled = plan_rows(cfg, stamps, recvs, times), plan_rows(cfg, stamps, recvs, times)
+    assert ascending is not None and shuffled is not None
+    rows = np.sort(np.random.default_rng(0).integers(-1, stamps.size, 700))
+    ascending.prepare(rows)
+    shuffled.prepare(np.random.default_rng(1).permutation(rows))
+    assert ascending.states == shuffled.states and len(ascending.states) == np.unique(rows[rows >= 0]).size
+
+
+@pytest.mark.parametrize("windows", [(20, 31), (21, 40), (101, 200)])
+def test_planned_tables_equal_the_live_tracker_for_other_windows(windows: tuple[int, int]) -> None:
+    from sim_real_bridge.core.features import _jitter_stats, add_planned, plan_jitter, plan_marks, plan_rows
+
+    cfg = FeatureConfig(period_window=windows[0], jitter_window=windows[1])
+    stamps, recvs, times, values = _pathological_stream(3)
+    rows = plan_rows(cfg, stamps, recvs, times)
+    assert rows is not None
+    marks = plan_marks(cfg, values)
+    live, planned = StreamHealth(cfg), StreamHealth(cfg)
+    cuts = np.arange(0, stamps.size + 1, 9)
+    plan_jitter(planned, stamps, cuts[1:])
+    assert planned._jitter_table
+    for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        for i in range(lo, hi):
+            live.add(int(stamps[i]), int(recvs[i]), int(times[i]), values[i])
+        add_planned(planned, marks, lo, hi, (), (), (), values, rows)
+        assert (planned._period_cache, planned._since_period) == (live._period_cache, live._since_period)
+        assert list(planned._intervals_s) == list(live._intervals_s)
+        if hi in planned._jitter_table:
+            assert planned._jitter_table[hi] == _jitter_stats(live._stamp_intervals_s)
+
+
 def _pathological_stream(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """4000 samples at 500 Hz: dropouts, repeated and backwards stamps, jitter, delivery bursts;
     values with a NaN burst, a frozen run and pinned components."""
@@ -226,9 +334,10 @@ def _pathological_stream(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return stamps, recvs, times, values
 
 
+@pytest.mark.parametrize("read_every", [1, 5])
 @pytest.mark.parametrize("prepared", [False, True])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_planned_rows_leave_the_state_add_leaves(seed: int, prepared: bool) -> None:
+def test_planned_rows_leave_the_state_add_leaves(seed: int, prepared: bool, read_every: int) -> None:
     from sim_real_bridge.core.features import add_planned, plan_marks, plan_rows
 
     cfg = FeatureConfig()
@@ -247,14 +356,42 @@ def test_planned_rows_leave_the_state_add_leaves(seed: int, prepared: bool) -> N
         for i in range(lo, hi):
             by_row.add(int(stamps[i]), int(recvs[i]), int(times[i]), values[i])
         add_planned(planned, marks, lo, hi, *lists, values, rows)
+        # The deques fill when read: read them after some feeds only (and after each, the flags).
+        assert planned._stamp_interval_count() == len(by_row._stamp_intervals_s)
+        t = int(times[hi - 1])
+        assert [(f.name, f.active, f.severity) for f in planned.flags(t, now_ns=int(recvs[hi - 1]))] == [
+            (f.name, f.active, f.severity) for f in by_row.flags(t, now_ns=int(recvs[hi - 1]))]
+        if hi % read_every and hi != stamps.size:
+            continue
         for name in ("sample_count", "_last_stamp_ns", "_last_recv_ns", "_last_time_ns", "_first_recv_ns",
                      "_burst_silence_ns", "_burst_at_ns", "_period_cache", "_since_period"):
             assert getattr(planned, name) == getattr(by_row, name), (name, hi)
         for name in ("_intervals_s", "_stamp_intervals_s", "_delays_s", "_gaps", "_marks"):
             assert list(getattr(planned, name)) == list(getattr(by_row, name)), (name, hi)
-        t = int(times[hi - 1])
-        assert [(f.name, f.active, f.severity) for f in planned.flags(t, now_ns=int(recvs[hi - 1]))] == [
-            (f.name, f.active, f.severity) for f in by_row.flags(t, now_ns=int(recvs[hi - 1]))]
+        assert np.array_equal(planned._last_values, by_row._last_values, equal_nan=True)
+
+
+def test_planned_rows_fill_the_deques_when_read_as_if_at_each_feed() -> None:
+    from sim_real_bridge.core.features import add_planned, plan_marks, plan_rows
+
+    cfg = FeatureConfig()
+    stamps, recvs, times, values = _pathological_stream(1)
+    rows = plan_rows(cfg, stamps, recvs, times)
+    assert rows is not None
+    marks = plan_marks(cfg, values)
+    lazy, eager = StreamHealth(cfg), StreamHealth(cfg)
+    cuts = list(range(0, stamps.size, 13)) + [stamps.size]
+    for k, (lo, hi) in enumerate(zip(cuts[:-1], cuts[1:])):
+        for h in (lazy, eager):
+            add_planned(h, marks, lo, hi, (), (), (), values, rows)
+        eager._sync()
+        if k % 40 == 39:  # a clock reset forgets the stamp history, pending rows included
+            lazy.reset_stamps()
+            eager.reset_stamps()
+        if k % 17 == 16:
+            for name in ("_intervals_s", "_stamp_intervals_s", "_delays_s"):
+                assert list(getattr(lazy, name)) == list(getattr(eager, name)), (name, hi)
+            assert lazy.period_s == eager.period_s and lazy.delay_std_s == eager.delay_std_s
 
 
 _RULES = frozenset({"burst", "warmup", "twin", "siblings"})
@@ -371,6 +508,27 @@ def test_flags_equal_the_rules_applied_in_full_per_message_and_planned(seed: int
     for rule in _RULES:
         assert any(_reference_flags(row, t, *args, rules=_RULES - {rule})[0] != want[0] for t, args, want in queries
                    if args[1] is not None), rule
+
+
+def test_marks_out_of_time_order_are_all_scanned() -> None:
+    cfg = FeatureConfig(flag_hold_s=0.02)
+    h = StreamHealth(cfg, "real/joint_states")
+    rng = np.random.default_rng(4)
+    times = []
+    for k in range(1500):
+        t = k * PERIOD - (60 * MS if k % 50 == 7 else 0)  # some samples mapped 60 ms back
+        v = np.array([np.nan if k % 9 == 0 or k % 50 == 7 else 0.1 * k, 1.0 if 600 <= k < 700 else rng.normal()])
+        h.add(k * PERIOD, k * PERIOD + MS, t, v)
+        times.append(t)
+        if k == 20:
+            assert not h._marks_sorted
+        if k % 5 == 0:
+            for q in (t, t - 30 * MS, t - 61 * MS, t + 5 * MS):
+                got = [(f.name, f.active, f.severity, dict(f.evidence)) for f in h.flags(q, now_ns=t + MS)]
+                assert got == _reference_flags(h, q, True, t + MS, None, (), False), (k, q)
+    assert any(a > b for a, b in zip(times, times[1:]))
+    h.add(10**12, 10**12 + MS, 10**12, np.array([1.0, 2.0]))  # the history trimmed: the marks in order again
+    assert not h._marks and h._marks_sorted
 
 
 def test_planned_rows_refuse_a_tracker_fed_outside_the_plan() -> None:

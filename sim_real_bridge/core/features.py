@@ -28,6 +28,7 @@ Trackers keep bounded history and never read a clock: every input carries its ti
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -108,6 +109,11 @@ class HealthFlag:
 # Inactive verdicts, shared by every query: most flags are inactive at most times.
 _INACTIVE = {name: HealthFlag(name, evidence=MappingProxyType({}))
              for name in ("dropout", "nonfinite", "frozen", "stamp_jitter", "saturation")}
+_INACTIVE_DROPOUT = _INACTIVE["dropout"]
+_INACTIVE_NONFINITE = _INACTIVE["nonfinite"]
+_INACTIVE_FROZEN = _INACTIVE["frozen"]
+_INACTIVE_STAMP_JITTER = _INACTIVE["stamp_jitter"]
+_INACTIVE_SATURATION = _INACTIVE["saturation"]
 
 
 def _median(values: Iterable[float]) -> float:
@@ -130,6 +136,26 @@ def _jitter_stats(intervals_s: Iterable[float]) -> tuple[float, float, int]:
     deviations = [center - x for x in reversed(ordered[:k])]
     deviations += [x - center for x in ordered[k:]]
     return center, _median(deviations), bisect_right(ordered, 0.0)
+
+
+def _row_medians(rows: np.ndarray) -> np.ndarray:
+    """The median of each row of a 2-D array, as np.median (same values); reorders the rows
+    in place. A partition puts the middle one or two in their sorted places, cheaper than a sort."""
+    mid = rows.shape[1] // 2
+    if rows.shape[1] % 2:
+        rows.partition(mid, axis=1)
+        return rows[:, mid].copy()
+    rows.partition((mid - 1, mid), axis=1)
+    return (rows[:, mid - 1] + rows[:, mid]) / 2.0
+
+
+def _constant_windows(values: np.ndarray, starts: np.ndarray, size: int) -> np.ndarray:
+    """Whether each window ``values[s:s + size]`` holds one value, bit for bit (its median
+    is that value and its deviations are zeros: no sort needed)."""
+    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
+    changes = np.zeros(bits.size, dtype=np.int64)  # changes[i]: value changes within values[:i + 1]
+    np.cumsum(bits[1:] != bits[:-1], out=changes[1:])
+    return changes[starts + size - 1] == changes[starts]
 
 
 def _clip01(x: float) -> float:
@@ -155,14 +181,24 @@ class StreamHealth:
         self._first_recv_ns: int | None = None
         self._burst_silence_ns = 0
         self._burst_at_ns = 0
-        self._last_values: np.ndarray | None = None
-        self._intervals_s: deque[float] = deque(maxlen=config.period_window)
-        self._delays_s: deque[float] = deque(maxlen=config.jitter_window)
-        self._stamp_intervals_s: deque[float] = deque(maxlen=config.jitter_window)
+        self._last_values_v: np.ndarray | None = None
+        self._intervals_q: deque[float] = deque(maxlen=config.period_window)
+        self._delays_q: deque[float] = deque(maxlen=config.jitter_window)
+        self._stamp_intervals_q: deque[float] = deque(maxlen=config.jitter_window)
+        # Rows fed by plan (see _add_rows) but not yet moved into the deques above and
+        # _last_values_v: rows _pending_lo.. up to sample_count, period window entries
+        # _pending_entry.._pending_count of _pending_rows, values of _pending_values.
+        # Moved only when read (_sync): most queries need their lengths only.
+        self._pending_rows: HealthRows | None = None
+        self._pending_lo = 0
+        self._pending_entry = 0
+        self._pending_count = 0
+        self._pending_values: np.ndarray | None = None
         self._repeat_run = 0
         self._component_run: np.ndarray | None = None
         # (time_ns, kind) of flagged samples and (start_ns, end_ns) of gaps, on the monitor time base.
         self._marks: deque[tuple[int, str, float]] = deque()
+        self._marks_sorted = True  # mark times non-decreasing: a scan back from the newest can stop at t
         self._gaps: deque[tuple[int, int]] = deque()
         self._frozen_start_ns: int | None = None
         self._period_cache: float | None = None
@@ -170,23 +206,80 @@ class StreamHealth:
         # sample_count -> (center, MAD, backwards) of the stamp intervals, from plan_jitter.
         self._jitter_table: dict[int, tuple[float, float, int]] | None = None
 
+    def _sync(self) -> None:
+        """Move the rows fed by plan into the deques and ``_last_values_v``."""
+        rows = self._pending_rows
+        if rows is None:
+            return
+        self._pending_rows = None
+        hi = self.sample_count
+        # A deque of length n keeps the newest n entries of whatever extends it: only those are moved.
+        stamp_iv, delays, intervals = self._stamp_intervals_q, self._delays_q, self._intervals_q
+        start = max(max(self._pending_lo, 1) - 1, hi - 1 - stamp_iv.maxlen)  # type: ignore[operator]
+        stamp_iv.extend(rows.intervals[start:hi - 1].tolist())
+        delays.extend(rows.delays[max(self._pending_lo, hi - delays.maxlen):hi].tolist())  # type: ignore[operator]
+        count = self._pending_count
+        start = max(self._pending_entry, count - intervals.maxlen)  # type: ignore[operator]
+        intervals.extend(rows.appended[start:count].tolist())
+        self._last_values_v = self._pending_values[hi - 1]  # type: ignore[index]
+        self._pending_values = None
+
+    @property
+    def _intervals_s(self) -> deque[float]:
+        """Recent positive stamp intervals that are not dropouts (the period window), s."""
+        self._sync()
+        return self._intervals_q
+
+    @property
+    def _stamp_intervals_s(self) -> deque[float]:
+        """Recent stamp intervals (the jitter window), s."""
+        self._sync()
+        return self._stamp_intervals_q
+
+    @property
+    def _delays_s(self) -> deque[float]:
+        """Recent receive-minus-stamp delays (the jitter window), s."""
+        self._sync()
+        return self._delays_q
+
+    @property
+    def _last_values(self) -> np.ndarray | None:
+        """The newest sample's values."""
+        self._sync()
+        return self._last_values_v
+
+    def _stamp_interval_count(self) -> int:
+        """``len(self._stamp_intervals_s)`` without moving pending rows."""
+        n = len(self._stamp_intervals_q)
+        if self._pending_rows is None:
+            return n
+        # The pending rows but the first (row 0 has no interval) each bring one, up to the deque's length.
+        pending = self.sample_count - self._pending_lo - (not self._pending_lo)
+        return min(self._stamp_intervals_q.maxlen, n + pending) if pending > 0 else n  # type: ignore[type-var]
+
     @property
     def period_s(self) -> float | None:
         """Learned expected sample period, or None before two samples."""
-        if not self._intervals_s:
-            return None
+        if not self._intervals_q:
+            if self._pending_rows is None:
+                return None
+            self._sync()
+            if not self._intervals_q:
+                return None
         # The median is refreshed every few intervals: it moves slowly and costs O(n).
         if self._period_cache is None or self._since_period >= 16:
-            self._period_cache = max(self.config.min_period_s, _median(self._intervals_s))
+            self._sync()
+            self._period_cache = max(self.config.min_period_s, _median(self._intervals_q))
             self._since_period = 0
         return self._period_cache
 
     def reset_stamps(self) -> None:
         """Forget stamp history (after a clock reset on this side)."""
+        self._sync()
         self._last_stamp_ns = None
         self._jitter_table = None
-        self._stamp_intervals_s.clear()
-        self._delays_s.clear()
+        self._stamp_intervals_q.clear()
+        self._delays_q.clear()
 
     def add(self, stamp_ns: int, recv_ns: int, time_ns: int, values: np.ndarray) -> None:
         """Record one sample.
@@ -200,16 +293,18 @@ class StreamHealth:
         cfg = self.config
         if not (isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype == np.float64):
             values = np.asarray(values, dtype=float).ravel()
+        if self._pending_rows is not None:
+            self._sync()
         self.sample_count += 1
         if self._last_stamp_ns is not None:
             ds = (stamp_ns - self._last_stamp_ns) * 1e-9
-            self._stamp_intervals_s.append(ds)
+            self._stamp_intervals_q.append(ds)
             if ds > 0:
                 period = self.period_s
                 if period is None or ds < cfg.dropout_periods * period:
-                    self._intervals_s.append(ds)
+                    self._intervals_q.append(ds)
                     self._since_period += 1
-        self._delays_s.append((recv_ns - stamp_ns) * 1e-9)
+        self._delays_q.append((recv_ns - stamp_ns) * 1e-9)
         if self._last_recv_ns is None:
             self._first_recv_ns = self._last_recv_ns = recv_ns
         else:
@@ -229,8 +324,8 @@ class StreamHealth:
         finite = np.isfinite(values)
         all_finite = bool(finite.all())
         if not all_finite:
-            self._marks.append((time_ns, "nonfinite", float(np.mean(~finite))))
-        prev = self._last_values
+            self._mark(time_ns, "nonfinite", float(np.mean(~finite)))
+        prev = self._last_values_v
         if prev is not None and prev.shape == values.shape and not (same := values == prev).any():
             # Every component moved (the usual sample): no repeat, every pinned run ends.
             self._repeat_run = 0
@@ -245,12 +340,12 @@ class StreamHealth:
             run = (run + 1) * pinned
             self._component_run = run
             if not all_same and int(run.max()) >= cfg.saturation_samples:
-                self._marks.append((time_ns, "saturation", 1.0))
+                self._mark(time_ns, "saturation", 1.0)
         else:
             self._repeat_run = 0
         if self._repeat_run + 1 >= cfg.frozen_samples:
-            self._marks.append((time_ns, "repeat", float(self._repeat_run + 1)))
-        self._last_values = values
+            self._mark(time_ns, "repeat", float(self._repeat_run + 1))
+        self._last_values_v = values
         self._trim(time_ns)
 
     def has_gap(self, start_ns: int, end_ns: int) -> bool:
@@ -270,10 +365,18 @@ class StreamHealth:
         age_s = max(0, now_ns - self._burst_at_ns) * 1e-9
         return int(self._burst_silence_ns * 0.5 ** (age_s / self.config.burst_memory_s))
 
+    def _mark(self, time_ns: int, kind: str, value: float) -> None:
+        """Record a flagged sample."""
+        if self._marks and time_ns < self._marks[-1][0]:
+            self._marks_sorted = False
+        self._marks.append((time_ns, kind, value))
+
     def _trim(self, now_ns: int) -> None:
         keep_ns = int(self.config.history_s * 1e9)
         while self._marks and self._marks[0][0] < now_ns - keep_ns:
             self._marks.popleft()
+            if not self._marks:
+                self._marks_sorted = True
         while self._gaps and self._gaps[0][1] < now_ns - keep_ns:
             self._gaps.popleft()
 
@@ -302,22 +405,67 @@ class StreamHealth:
                 judged against ``side_silence_s`` (see FeatureConfig).
         """
         cfg = self.config
-        hold_ns = int(cfg.flag_hold_s * 1e9)
-        period = self.period_s
-        dropout = self._dropout(t_ns, hold_ns, period, now_ns, twin, siblings)
+        # period_s, without its call when the cached period stands.
+        period = self._period_cache
+        if period is None or self._since_period >= 16 or not self._intervals_q:
+            period = self.period_s
+        # Only a gap near t or a silence past the plain limit can raise dropout (the rules
+        # of an open gap only raise the limit or zero the silence).
+        last_time_ns = self._last_time_ns
+        if self._gaps or (period is not None and last_time_ns is not None
+                          and (t_ns - last_time_ns) * 1e-9 > cfg.dropout_periods * period):
+            dropout = self._dropout(t_ns, int(cfg.flag_hold_s * 1e9), period, now_ns, twin, siblings)
+        else:
+            dropout = _INACTIVE_DROPOUT
         if dropout_only:
             return [dropout]
+        hold_ns = int(cfg.flag_hold_s * 1e9)
 
+        nonfinite = _INACTIVE_NONFINITE
+        frozen = _INACTIVE_FROZEN
+        saturation = _INACTIVE_SATURATION
+        marks = self._marks
+        # Newest first, stopping well before t: a constant stream marks every sample as
+        # a repeat, and history_s of those is thousands (stamps going back are rare, and
+        # the slack keeps the few out of order). Marks in time order end the scan at
+        # t - hold: the older ones are all out of reach. Mostly the newest is already.
+        stop_ns = t_ns - hold_ns if self._marks_sorted else t_ns - 2 * hold_ns - 1_000_000_000
+        if marks and marks[-1][0] >= stop_ns:
+            nonfinite, frozen, saturation = self._mark_flags(t_ns, hold_ns, stop_ns, other_moving)
+
+        jitter = _INACTIVE_STAMP_JITTER
+        # _stamp_interval_count, inline (moving pending rows for _jitter_stats below leaves it as it is).
+        count = len(self._stamp_intervals_q)
+        if self._pending_rows is not None:
+            pending = self.sample_count - self._pending_lo - (not self._pending_lo)
+            if pending > 0:
+                count = min(self._stamp_intervals_q.maxlen, count + pending)  # type: ignore[type-var]
+        if period is not None and count >= cfg.jitter_window // 4:
+            planned = self._jitter_table.get(self.sample_count) if self._jitter_table is not None else None
+            if planned is not None:
+                center, mad, backwards = planned
+            else:
+                center, mad, backwards = _jitter_stats(self._stamp_intervals_s)
+            mad_ratio = mad / period
+            if mad_ratio > cfg.jitter_mad_ratio or backwards > 0.05 * count:
+                delay_std = float(np.std(np.asarray(self._delays_s)))
+                jitter = HealthFlag(
+                    "stamp_jitter", True, _clip01(max(mad_ratio / (4 * cfg.jitter_mad_ratio), backwards / count)),
+                    {"interval_mad_over_period": f"{mad_ratio:.3f}", "delay_std_s": f"{delay_std:.4f}",
+                     "backwards_stamps": str(backwards)})
+        return [dropout, nonfinite, frozen, jitter, saturation]
+
+    def _mark_flags(self, t_ns: int, hold_ns: int, stop_ns: int,
+                    other_moving: bool) -> tuple[HealthFlag, HealthFlag, HealthFlag]:
+        """The nonfinite, frozen and saturation flags of :meth:`flags`, from the marks
+        scanned newest first until one older than ``stop_ns``."""
+        cfg = self.config
         nonfinite_active = False
         nonfinite_severity = 0.0
         repeat_max = 0.0
         saturated = False
-        # Newest first, stopping well before t: a constant stream marks every sample as
-        # a repeat, and history_s of those is thousands (stamps going back are rare, and
-        # the slack keeps the few out of order).
-        oldest_ns = t_ns - 2 * hold_ns - 1_000_000_000
         for time_ns, kind, value in reversed(self._marks):
-            if time_ns < oldest_ns:
+            if time_ns < stop_ns:
                 break
             if abs(time_ns - t_ns) > hold_ns:
                 continue
@@ -328,34 +476,17 @@ class StreamHealth:
                 repeat_max = max(repeat_max, value)
             elif kind == "saturation":
                 saturated = True
-        nonfinite = _INACTIVE["nonfinite"]
+        nonfinite = _INACTIVE_NONFINITE
         if nonfinite_active:
             nonfinite = HealthFlag("nonfinite", True, nonfinite_severity, {"stream": self.name})
 
-        frozen = _INACTIVE["frozen"]
+        frozen = _INACTIVE_FROZEN
         if repeat_max >= cfg.frozen_samples and other_moving:
             frozen = HealthFlag("frozen", True, _clip01(repeat_max / (4 * cfg.frozen_samples)),
                                 {"identical_samples": str(int(repeat_max))})
-
-        jitter = _INACTIVE["stamp_jitter"]
-        if len(self._stamp_intervals_s) >= cfg.jitter_window // 4 and period is not None:
-            iv = self._stamp_intervals_s
-            planned = self._jitter_table.get(self.sample_count) if self._jitter_table is not None else None
-            if planned is not None:
-                center, mad, backwards = planned
-            else:
-                center, mad, backwards = _jitter_stats(iv)
-            mad_ratio = mad / period
-            if mad_ratio > cfg.jitter_mad_ratio or backwards > 0.05 * len(iv):
-                delay_std = float(np.std(np.asarray(self._delays_s)))
-                jitter = HealthFlag(
-                    "stamp_jitter", True, _clip01(max(mad_ratio / (4 * cfg.jitter_mad_ratio), backwards / len(iv))),
-                    {"interval_mad_over_period": f"{mad_ratio:.3f}", "delay_std_s": f"{delay_std:.4f}",
-                     "backwards_stamps": str(backwards)})
-
         # A still arm holds its positions too: pinned is clipping only while the twin moves.
-        saturation = HealthFlag("saturation", True, 1.0) if saturated and other_moving else _INACTIVE["saturation"]
-        return [dropout, nonfinite, frozen, jitter, saturation]
+        saturation = HealthFlag("saturation", True, 1.0) if saturated and other_moving else _INACTIVE_SATURATION
+        return nonfinite, frozen, saturation
 
     def _dropout(self, t_ns: int, hold_ns: int, period: float | None, now_ns: int | None,
                  twin: "StreamHealth | None", siblings: "Sequence[StreamHealth]") -> HealthFlag:
@@ -394,14 +525,15 @@ class StreamHealth:
                 active = True
                 severity = max(severity, _clip01(open_gap_s / (10 * cfg.dropout_periods * period)))
                 evidence = {"gap_s": f"{open_gap_s:.3f}", "open": "true", "period_s": f"{period:.4f}"}
-        return HealthFlag("dropout", True, severity, evidence) if active else _INACTIVE["dropout"]
+        return HealthFlag("dropout", True, severity, evidence) if active else _INACTIVE_DROPOUT
 
     @property
     def delay_std_s(self) -> float | None:
         """Std of (recv - stamp) over the jitter window, or None when too few samples."""
-        if len(self._delays_s) < 4:
+        delays = self._delays_s
+        if len(delays) < 4:
             return None
-        return float(np.std(np.asarray(self._delays_s)))
+        return float(np.std(np.asarray(delays)))
 
 
 class BiasDriftTracker:
@@ -425,19 +557,42 @@ class BiasDriftTracker:
         self.tau_s = tau_s
         self.threshold_n = threshold_n
         self.full_scale_n = full_scale_n
-        self.bias_n = np.zeros(3)
+        # The estimate as three floats (the same float operations as on a 3-vector, without
+        # numpy's per-call cost), or an array if fed other shapes.
+        self._bias: tuple[float, float, float] | np.ndarray = (0.0, 0.0, 0.0)
         self._baseline_n: np.ndarray | None = None
         self._free_s = 0.0
         self._last_t_ns: int | None = None
+
+    @property
+    def bias_n(self) -> np.ndarray:
+        """The bias estimate (free-space residual force, low-pass filtered), N; a copy."""
+        return np.array(self._bias, dtype=float)
+
+    @bias_n.setter
+    def bias_n(self, value: np.ndarray) -> None:
+        self._bias = np.array(value, dtype=float)
 
     def update(self, t_ns: int, force_residual_n: np.ndarray, free_and_quiet: bool) -> None:
         """Feed one analysis sample of the force residual (real minus sim)."""
         dt_s = 0.0 if self._last_t_ns is None else max(0.0, (t_ns - self._last_t_ns) * 1e-9)
         self._last_t_ns = t_ns
-        if not free_and_quiet or not np.all(np.isfinite(force_residual_n)):
+        if not free_and_quiet:
             return
-        alpha = 1.0 if self._free_s == 0.0 else min(1.0, dt_s / self.tau_s)
-        self.bias_n = (1 - alpha) * self.bias_n + alpha * np.asarray(force_residual_n, dtype=float)
+        f = force_residual_n
+        if type(f) is np.ndarray and f.shape == (3,) and f.dtype == np.float64 and type(self._bias) is tuple:
+            f0, f1, f2 = f.tolist()
+            if not (math.isfinite(f0) and math.isfinite(f1) and math.isfinite(f2)):
+                return
+            alpha = 1.0 if self._free_s == 0.0 else min(1.0, dt_s / self.tau_s)
+            beta = 1 - alpha
+            b0, b1, b2 = self._bias
+            self._bias = (beta * b0 + alpha * f0, beta * b1 + alpha * f1, beta * b2 + alpha * f2)
+        else:
+            if not np.all(np.isfinite(f)):
+                return
+            alpha = 1.0 if self._free_s == 0.0 else min(1.0, dt_s / self.tau_s)
+            self._bias = (1 - alpha) * np.asarray(self._bias, dtype=float) + alpha * np.asarray(f, dtype=float)
         self._free_s += dt_s
         if self._baseline_n is None and self._free_s >= 2 * self.tau_s:
             # Nominal: the sim model equals the real sensor, so the baseline is (near) zero;
@@ -470,18 +625,29 @@ class HealthMarks:
     values: list[float]
 
 
+def _all_columns(flags: np.ndarray) -> np.ndarray:
+    """``flags.all(axis=1)`` of a 2-D boolean array, column by column: a reduction along
+    rows of a few elements is several times slower than a few passes over columns."""
+    if not flags.shape[1]:
+        return np.ones(flags.shape[0], dtype=bool)
+    out = flags[:, 0].copy()
+    for j in range(1, flags.shape[1]):
+        out &= flags[:, j]
+    return out
+
+
 def plan_marks(config: FeatureConfig, values: np.ndarray) -> HealthMarks:
     """The nonfinite, saturation and repeat marks of rows ``values`` (n, w) fed in order
     to a fresh :class:`StreamHealth`, computed on whole columns (same rules as ``add``)."""
     v = np.asarray(values, dtype=float)
     n = v.shape[0]
     finite = np.isfinite(v)
-    all_finite = finite.all(axis=1)
+    all_finite = _all_columns(finite)
     idx = np.arange(n)
     same = np.zeros_like(finite)
     if n > 1:
         same[1:] = v[1:] == v[:-1]
-    all_same = same.all(axis=1)
+    all_same = _all_columns(same)
     all_same[0] = False
 
     def run_length(cond: np.ndarray) -> np.ndarray:
@@ -493,7 +659,8 @@ def plan_marks(config: FeatureConfig, values: np.ndarray) -> HealthMarks:
     repeat_run = run_length(all_same & all_finite)
     saturated = np.zeros(n, dtype=bool)
     # A component repeated in fewer rows than the limit cannot be pinned that long.
-    cols = np.flatnonzero(np.count_nonzero(same, axis=0) >= config.saturation_samples)
+    repeats = np.array([np.count_nonzero(same[:, j]) for j in range(same.shape[1])], dtype=np.intp)
+    cols = np.flatnonzero(repeats >= config.saturation_samples)
     if n > 1 and cols.size:
         pinned = same[:, cols] & (v[:, cols] != 0) & finite[:, cols]
         saturated[1:] = ~all_same[1:] & (run_length(pinned).max(axis=1)[1:] >= config.saturation_samples)
@@ -528,32 +695,38 @@ def plan_jitter(health: StreamHealth, stamps_ns: np.ndarray, counts: np.ndarray)
     m = m[(m - 1 >= size) & (m <= stamps.size)]
     table = dict(health._jitter_table or {})
     if m.size:
-        windows = np.sort(ds[(m - 1 - size)[:, None] + np.arange(size)], axis=1)
-        mid = size // 2
-
-        def median(sorted_rows: np.ndarray) -> np.ndarray:
-            if size % 2:
-                return sorted_rows[:, mid]
-            return (sorted_rows[:, mid - 1] + sorted_rows[:, mid]) / 2.0
-
-        center = median(windows)
-        mad = median(np.sort(np.abs(windows - center[:, None]), axis=1))
-        backwards = (windows <= 0).sum(axis=1)
-        table.update(zip(m.tolist(), zip(center.tolist(), mad.tolist(), backwards.tolist(), strict=True),
-                         strict=True))
+        starts = m - 1 - size
+        constant = _constant_windows(ds, starts, size)
+        if constant.any():  # (a steady clock) the one value, no deviation
+            value = ds[starts[constant]]
+            table.update(zip(m[constant].tolist(), zip(value.tolist(), [0.0] * value.size,
+                                                       np.where(value <= 0, size, 0).tolist(), strict=True),
+                             strict=True))
+            m, starts = m[~constant], starts[~constant]
+        all_windows = np.lib.stride_tricks.sliding_window_view(ds, size)
+        # In blocks of windows: small temporaries stay in cache (one block of all 3000 is megabytes).
+        for a in range(0, starts.size, 128):
+            windows = all_windows[starts[a:a + 128]]
+            center = _row_medians(windows)
+            deviations = windows - center[:, None]
+            np.abs(deviations, out=deviations)
+            mad = _row_medians(deviations)
+            backwards = (windows <= 0).sum(axis=1)
+            table.update(zip(m[a:a + 128].tolist(), zip(center.tolist(), mad.tolist(), backwards.tolist(),
+                                                         strict=True), strict=True))
     health._jitter_table = table
 
 
 @dataclass
 class HealthRows:
     """The state :func:`add_planned` leaves after each row of a whole stream fed from a
-    fresh tracker, on columns (see :func:`plan_rows`). The deques' contents are lists
+    fresh tracker, on columns (see :func:`plan_rows`). The deques' contents are arrays
     indexed by row; the scalars are kept as the rows where they change, and
     :meth:`prepare` turns them into the state after given rows."""
 
-    intervals: list[float]  # stamp interval of row i at index i - 1
-    delays: list[float]
-    appended: list[float]  # what entered the period window, in order
+    intervals: np.ndarray  # stamp interval of row i at index i - 1, s
+    delays: np.ndarray  # receive minus stamp of row i, s
+    appended: np.ndarray  # what entered the period window, in order
     appended_rows: np.ndarray  # the row of each entry
     cache_rows: np.ndarray  # rows whose gap check refreshed the period cache
     cache_values: np.ndarray  # the period then
@@ -569,7 +742,11 @@ class HealthRows:
 
     def prepare(self, rows: np.ndarray) -> None:
         """Compute :meth:`state` after each of ``rows`` at once."""
-        i = np.unique(np.asarray(rows, dtype=np.int64))
+        i = np.asarray(rows, dtype=np.int64).ravel()
+        if i.size > 1 and bool((i[1:] >= i[:-1]).all()):  # the usual ascending cuts: np.unique without its sort
+            i = i[np.concatenate(([True], i[1:] != i[:-1]))]
+        else:
+            i = np.unique(i)
         i = i[i >= 0]
         if not i.size:
             return
@@ -580,7 +757,9 @@ class HealthRows:
         cache = np.concatenate(([np.nan], self.cache_values))[refresh + 1]
         burst = np.searchsorted(self.burst_rows, i, side="right") - 1
         values = np.concatenate((np.zeros((1, 2), dtype=np.int64), self.burst_values))[burst + 1]
-        periods = [None if c != c else c for c in cache.tolist()]  # NaN: no period learned yet
+        periods: list[float | None] = cache.tolist()
+        for k in np.flatnonzero(np.isnan(cache)).tolist():  # no period learned yet
+            periods[k] = None
         self.states.update(zip(i.tolist(), zip(
             count.tolist(), self.stamps[i].tolist(), self.last_recv[i].tolist(), self.last_time[i].tolist(), periods,
             since.tolist(), values[:, 0].tolist(), values[:, 1].tolist(), strict=True), strict=True))
@@ -595,16 +774,18 @@ class HealthRows:
         return state
 
 
-def _window_medians(values: np.ndarray, ends: np.ndarray, size: int) -> list[float]:
+def _window_medians(values: np.ndarray, ends: np.ndarray, size: int) -> np.ndarray:
     """:func:`_median` of ``values[max(0, e - size):e]`` for each end e."""
-    out: list[float] = [0.0] * len(ends)
+    out = np.empty(len(ends))
     full = np.flatnonzero(ends >= size)
     if full.size:
-        rows = np.sort(values[(ends[full] - size)[:, None] + np.arange(size)], axis=1)
-        mid = size // 2
-        med = rows[:, mid] if size % 2 else (rows[:, mid - 1] + rows[:, mid]) / 2.0
-        for i, m in zip(full.tolist(), med.tolist(), strict=True):
-            out[i] = m
+        starts = ends[full] - size
+        constant = _constant_windows(values, starts, size)
+        out[full[constant]] = values[starts[constant]]
+        full, starts = full[~constant], starts[~constant]
+        all_windows = np.lib.stride_tricks.sliding_window_view(values, size)
+        for a in range(0, full.size, 128):  # blocks: small temporaries stay in cache
+            out[full[a:a + 128]] = _row_medians(all_windows[starts[a:a + 128]])
     for i in np.flatnonzero(ends < size).tolist():
         out[i] = _median(values[: int(ends[i])].tolist())
     return out
@@ -631,8 +812,9 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
     ds = np.diff(stamps).astype(np.float64) * 1e-9  # row i's interval at i - 1
     cache_rows: list[int] = []  # rows whose gap check refreshed the period, with its value
     cache_values: list[float] = []
-    appended_rows: list[int] = []
-    appended: list[float] = []
+    # What entered the period window and the rows it came from, in order, one array per solved run.
+    appended_runs: list[np.ndarray] = []
+    appended_row_runs: list[np.ndarray] = []
     since = 0
     cache: float | None = None
     start = 1
@@ -643,11 +825,12 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
         if cand.size == 0:
             break
         if cache is None:
-            # The first interval enters unconditionally; its row's gap check learns the period.
+            # The first interval enters unconditionally; its row's gap check learns the period
+            # (the median of that one interval).
             row = int(cand[0])
-            appended_rows.append(row)
-            appended.append(float(ds[row - 1]))
-            cache = max(min_period, _median(appended[-window:]))
+            appended_row_runs.append(cand[:1])
+            appended_runs.append(ds[row - 1:row])
+            cache = max(min_period, float(ds[row - 1]))
             cache_rows.append(row)
             cache_values.append(cache)
             since = 0
@@ -655,24 +838,26 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
             continue
         # Assume every candidate enters: refreshes after entries 16 - since, then every 16.
         values = ds[cand - 1]
-        total = np.concatenate((np.asarray(appended), values))
+        # The medians reach back at most one window before the candidates.
+        before = np.concatenate(appended_runs)[-window:]
+        total = np.concatenate((before, values))
         first_refresh = 16 - since  # 1-based position among the candidates
         refresh_pos = np.arange(first_refresh, cand.size + 1, 16)  # candidates (1-based) that refresh
-        ends = len(appended) + refresh_pos
-        periods = [max(min_period, m) for m in _window_medians(total, ends, window)]
-        # Period in effect at candidate i (0-based): the last refresh at a candidate before it.
-        which = np.searchsorted(refresh_pos, np.arange(cand.size), side="right") - 1  # -1: the current cache
-        effect = np.where(which >= 0, np.asarray([cache] + periods)[which + 1], cache)
+        ends = before.size + refresh_pos
+        periods = np.maximum(min_period, _window_medians(total, ends, window))
+        # Period in effect at candidate i (0-based): the last refresh at a candidate before it
+        # (refresh k at 1-based first_refresh + 16 k; -1: the current cache).
+        which = (np.arange(cand.size) - first_refresh) // 16
+        effect = np.concatenate(([cache], periods))[which + 1]
         bad = np.flatnonzero(~(values < dropout * effect))
         stop = int(bad[0]) if bad.size else cand.size
-        keep = cand[:stop]
-        appended_rows.extend(keep.tolist())
-        appended.extend(values[:stop].tolist())
+        appended_row_runs.append(cand[:stop])
+        appended_runs.append(values[:stop])
         done = refresh_pos[refresh_pos <= stop]
         if done.size:
             cache_rows.extend(cand[done - 1].tolist())
-            cache_values.extend(periods[: done.size])
-            cache = periods[done.size - 1]
+            cache_values.extend(periods[: done.size].tolist())
+            cache = cache_values[-1]
             since = stop - int(done[-1])
         else:
             since += stop
@@ -682,9 +867,12 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
         if restarts > max_restarts:
             return None
         start = int(cand[stop]) + 1  # the dropout interval stays out of the window
-    appended_at = np.asarray(appended_rows, dtype=np.int64)
+    appended = np.concatenate(appended_runs) if appended_runs else np.zeros(0)
+    appended_at = np.concatenate(appended_row_runs) if appended_row_runs else np.zeros(0, dtype=np.int64)
     cache_at = np.asarray(cache_rows, dtype=np.int64)
-    refresh_idx = np.searchsorted(cache_at, np.arange(n), side="right") - 1
+    refreshed = np.zeros(n, dtype=np.int64)
+    refreshed[cache_at] = 1  # (one refresh per row at most)
+    refresh_idx = np.cumsum(refreshed) - 1  # the last refresh at or before each row
     cache_arr = np.where(refresh_idx >= 0, np.asarray([np.nan] + cache_values)[refresh_idx + 1], np.nan)
     last_time = np.maximum.accumulate(times)
     last_recv = np.maximum.accumulate(recvs)
@@ -717,7 +905,7 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
                 burst_rows.append(r)
                 burst_values.append((burst_ns, burst_at))
     return HealthRows(
-        intervals=ds.tolist(), delays=((recvs - stamps).astype(np.float64) * 1e-9).tolist(), appended=appended,
+        intervals=ds, delays=(recvs - stamps).astype(np.float64) * 1e-9, appended=appended,
         appended_rows=appended_at, cache_rows=cache_at, cache_values=np.asarray(cache_values, dtype=np.float64),
         stamps=stamps, last_recv=last_recv, last_time=last_time, times=times,
         burst_rows=np.asarray(burst_rows, dtype=np.int64),
@@ -797,34 +985,39 @@ def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stam
     health.sample_count += hi - lo
     a, b = bisect_left(marks.rows, lo), bisect_left(marks.rows, hi)
     for k in range(a, b):
-        health._marks.append((times[marks.rows[k]], marks.kinds[k], marks.values[k]))
-    health._last_values = values[hi - 1]
+        health._mark(times[marks.rows[k]], marks.kinds[k], marks.values[k])
+    health._last_values_v = values[hi - 1]
     health._trim(times[hi - 1])
 
 
 def _add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, values: np.ndarray,
               rows: HealthRows) -> None:
-    """:func:`add_planned` from the planned per-row state (same deques, same scalars)."""
-    count, stamp, last_recv, last_time, cache, since, burst_ns, burst_at = rows.state(hi - 1)
-    before = 0
-    if lo:
-        before = rows.state(lo - 1)[0]
-    else:
+    """:func:`add_planned` from the planned per-row state (same deques, same scalars).
+
+    The deques and the newest values are filled when read (``StreamHealth._sync``):
+    consecutive calls only move the end of the pending rows.
+    """
+    states = rows.states
+    count, stamp, last_recv, last_time, cache, since, burst_ns, burst_at = states.get(hi - 1) or rows.state(hi - 1)
+    if health._pending_rows is not rows:
+        health._sync()  # rows of another plan (not in the engine) go in first
+        health._pending_rows = rows
+        health._pending_lo = lo
+        health._pending_entry = (states.get(lo - 1) or rows.state(lo - 1))[0] if lo else 0
+    if not lo:
         health._first_recv_ns = int(rows.last_recv[0])
-    health._stamp_intervals_s.extend(rows.intervals[max(lo, 1) - 1:hi - 1])
-    health._delays_s.extend(rows.delays[lo:hi])
-    health._intervals_s.extend(rows.appended[before:count])
+    health._pending_count = count
+    health._pending_values = values
     health._last_stamp_ns, health._last_recv_ns, health._last_time_ns = stamp, last_recv, last_time
     health._period_cache, health._since_period = cache, since
     health._burst_silence_ns, health._burst_at_ns = burst_ns, burst_at
     if rows.gap_rows:
         a, b = bisect_left(rows.gap_rows, lo), bisect_left(rows.gap_rows, hi)
         health._gaps.extend(rows.gaps[a:b])
-    health.sample_count += hi - lo
+    health.sample_count = hi
     if marks.rows:
         a, b = bisect_left(marks.rows, lo), bisect_left(marks.rows, hi)
         for k in range(a, b):
-            health._marks.append((int(rows.times[marks.rows[k]]), marks.kinds[k], marks.values[k]))
-    health._last_values = values[hi - 1]
+            health._mark(int(rows.times[marks.rows[k]]), marks.kinds[k], marks.values[k])
     if health._marks or health._gaps:
         health._trim(last_time)
