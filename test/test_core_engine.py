@@ -419,6 +419,36 @@ def test_delay_fits_of_a_batch_have_the_bits_of_each_window_alone() -> None:
         assert not batch[2][1] and batch[5][0].explained == 1.0 and batch[0][1]
 
 
+def test_delay_fits_match_the_direct_residual_sums() -> None:
+    """_fits takes the centred residual's sums from xc and yc products: the same fits as
+    building the residual at every delay (up to rounding), and the delay put in."""
+    from sim_real_bridge.core.engine import _fits
+
+    rng = np.random.default_rng(12)
+    delays = np.arange(26) * 0.01
+    n, windows, joints = 50, 6, 7
+    t = np.arange(n)[:, None] * 0.02
+    for true_delay, gain in ((0.0, 1.0), (0.05, 1.0), (0.12, 0.8)):
+        phase = rng.uniform(0, 6, (windows, 1, joints))
+        real = 1.0 + gain * 0.3 * np.sin(2.0 * (t[None] - true_delay) + phase)  # (F, n, J)
+        real += rng.normal(0, 1e-4, real.shape)
+        sim = 1.0 + 0.3 * np.sin(2.0 * (t[:, None, None, :] - delays[None, None, :, None])
+                                 + phase.transpose(1, 0, 2)[:, :, None, :])  # (n, F, D, J)
+        fits = _fits(real, np.ascontiguousarray(sim), delays, 0.005)
+        rc = real.transpose(1, 0, 2)[:, :, None] - sim
+        rc -= rc.mean(axis=0)
+        xc = sim - sim.mean(axis=0)
+        sxr, sxx = (xc * rc).sum(axis=0), (xc * xc).sum(axis=0)
+        slope = sxr / sxx
+        total = ((rc * rc).sum(axis=0) - slope * sxr).sum(axis=2)  # (F, D)
+        for f, (fit, counted) in enumerate(fits):
+            best = int(np.argmin(total[f]))
+            assert counted and fit.delay_s == pytest.approx(delays[best]) == pytest.approx(true_delay)
+            assert fit.gain == pytest.approx(gain, abs=0.02)
+            sst = float(((real[f] - sim[:, f, 0]) ** 2).sum())
+            assert fit.explained == pytest.approx(max(0.0, 1 - total[f, best] / sst), abs=1e-9)
+
+
 def test_planned_window_means_equal_the_live_means_bit_for_bit() -> None:
     """_Series.plan_grid's window means (all grid times at once) are the live window_mean's
     values exactly: same summation order, signed zeros, NaN and inf included."""
