@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import warnings
+import weakref
 from bisect import bisect_left, insort
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -888,7 +889,9 @@ class _GridPlan:
     """
 
     def __init__(self, engine: "DivergenceEngine", t0_ns: int, size: int, fit_ticks: list[int]) -> None:
-        self.engine = engine
+        # A weak reference: the engine holds the plan, and a cycle would leave the run's
+        # whole state to the cycle collector (replay runs with it off, see batch_collection).
+        self._engine = weakref.ref(engine)
         self.t0_ns = t0_ns
         self.dt_ns = engine._dt_ns
         self.size = size
@@ -912,7 +915,9 @@ class _GridPlan:
         lo = block * self.block_ticks
         hi = min(self.size, lo + self.block_ticks)
         times = self.t0_ns + np.arange(lo, hi, dtype=np.int64) * self.dt_ns
-        built = _plan_block(self.engine, times)
+        engine = self._engine()
+        assert engine is not None, "a grid plan outlived its engine"
+        built = _plan_block(engine, times)
         self.fits = {}
         if built is None:
             self.columns, self.checks, self.empty = None, [], []
@@ -920,7 +925,7 @@ class _GridPlan:
         self.checks, self.columns, self.empty = built
         chosen = self.fit_ticks[bisect_left(self.fit_ticks, lo):bisect_left(self.fit_ticks, hi)]
         if chosen:
-            self.fits = _plan_fits(self.engine, self.t0_ns + np.asarray(chosen, dtype=np.int64) * self.dt_ns, chosen)
+            self.fits = _plan_fits(engine, self.t0_ns + np.asarray(chosen, dtype=np.int64) * self.dt_ns, chosen)
             self.fits_planned += len(self.fits)
 
     def _index(self, t_ns: int) -> int | None:
