@@ -354,3 +354,33 @@ def test_list_smoothing_equals_the_masked_numpy_form() -> None:
     assert _smooth_list(None, [1.0, 2.0], alpha) == [1.0, 2.0]
     assert np.isnan(_max_list([1.0, np.nan, 3.0])) and np.isnan(np.max([1.0, np.nan, 3.0]))
     assert _max_list([1.0, np.inf]) == np.inf
+
+
+def test_planned_motion_windows_equal_the_per_tick_test() -> None:
+    """_plan_moving's window max/min form gives _side_moving's verdict at every grid time:
+    windows at the stream's end, gaps, NaN values and a still stream included."""
+    from sim_real_bridge.core.engine import DivergenceEngine, EngineConfig, _plan_moving
+
+    engine = DivergenceEngine(EngineConfig())
+    engine.joint_names = ("a", "b")
+    rng = np.random.default_rng(4)
+    t = np.cumsum(rng.integers(1_000_000, 3_000_000, 3000)).astype(np.int64)
+    values = np.cumsum(rng.normal(0, 1e-3, (t.size, 6)), axis=0)
+    values[500:900] = values[500]  # still
+    values[1200:1210, 1] = np.nan
+    values[2000:2100, :] = values[2000] + rng.normal(0, 1e-9, (100, 6))  # below the threshold
+    t = np.delete(t, np.s_[1500:1600])  # a gap
+    values = np.delete(values, np.s_[1500:1600], axis=0)
+    values[-100:] = values[-100]
+    values[-1] += 1.0  # still to the end but for the newest sample: only windows holding it move
+    from sim_real_bridge.core.engine import _Series
+    engine._joints = {"sim": _Series(6), "real": _Series(6)}
+    engine._joints["sim"].load(t, values)
+    engine._wrench["sim"].load(t, values)
+    times = np.arange(t[0] - 50_000_000, t[-1] + 50_000_000, 20_000_000, dtype=np.int64)
+    planned = _plan_moving(engine, times, {}, np.iinfo(np.int64).max, [])
+    for series in (engine._joints["sim"], engine._wrench["sim"]):
+        series.reveal(t.size)
+    per_tick = [engine._side_moving("sim", int(x)) for x in times]
+    assert planned == per_tick
+    assert any(p["wrench"] for p in planned) and not all(p["wrench"] for p in planned)

@@ -39,7 +39,6 @@ the same period as the live node, so replay gives the live run's events.
 from __future__ import annotations
 
 import math
-import warnings
 import weakref
 from bisect import bisect_left, insort
 from collections import Counter, deque
@@ -1215,21 +1214,21 @@ def _plan_moving(engine: "DivergenceEngine", times: np.ndarray,
             sv = sv[:, : 2 * len(engine.joint_names or ())]
         lo = np.searchsorted(st, times - win_ns)
         hi = np.searchsorted(st, times, side="right")
-        width = int((hi - lo).max()) if K else 0
         moving = np.zeros(K, dtype=bool)
-        if width >= 2:
-            step = max(1, 4_000_000 // max(1, width * sv.shape[1]))
-            for a in range(0, K, step):
-                b = min(K, a + step)
-                idx = lo[a:b, None] + np.arange(width)
-                inside = idx < hi[a:b, None]
-                v = sv[np.minimum(idx, st.size - 1)]
-                d = np.abs(v - v[:, :1])
-                d[~inside] = np.nan
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows: not moving
-                    m = np.nanmax(d.reshape(b - a, -1), axis=1)
-                moving[a:b] = ((hi[a:b] - lo[a:b]) >= 2) & (m > thr)
+        full = (hi - lo) >= 2
+        if K and full.any() and st.size:
+            # The live test is max |v - v[lo]| > thr over the window, NaN ignored. Rounding is
+            # monotone, so that max is max(vmax - v[lo], v[lo] - vmin) with the window's
+            # NaN-ignoring max and min: one reduction per window (reduceat over the pairs
+            # lo, hi; a pair with lo >= hi gives one row, and such windows are not full).
+            # A NaN row past the end: hi may be the row count, and the reductions ignore it.
+            padded = np.vstack((sv, np.full((1, sv.shape[1]), np.nan)))
+            edges = np.column_stack((lo, hi)).ravel()
+            first = padded[lo]
+            with np.errstate(invalid="ignore"):
+                top = np.fmax.reduceat(padded, edges, axis=0)[::2] - first
+                bottom = first - np.fmin.reduceat(padded, edges, axis=0)[::2]
+                moving = full & ((top > thr) | (bottom > thr)).any(axis=1)
         _, need, first = checks.get(id(series), (series, np.zeros(K, dtype=np.int64), np.full(K, big, dtype=np.int64)))
         checks[id(series)] = (series, np.maximum(need, hi), np.minimum(first, lo))
         out[topic] = moving
