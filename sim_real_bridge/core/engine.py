@@ -1397,23 +1397,27 @@ def _fits(real: np.ndarray, sim: np.ndarray, delays: np.ndarray,
     slope = np.where(sxx > 1e-12, sxr / np.maximum(sxx, 1e-12), 0.0)
     sse = np.maximum((syy - 2.0 * sxy + sxx) - slope * sxr, 0.0)
     total = np.sum(sse, axis=2)  # (F, D)
-    worst = np.argmax(np.sum(r0 ** 2, axis=1), axis=1)  # (F,)
-    for f in range(real.shape[0]):
-        sst = float(np.sum(r0[f] ** 2))
+    squares = r0 ** 2
+    worst = np.argmax(np.sum(squares, axis=1), axis=1)  # (F,)
+    # Per window: its whole sum of squares, best delay, that delay's total and gain slope.
+    windows = range(real.shape[0])
+    sst_all = [float(np.sum(squares[f])) for f in windows]
+    best_all = np.argmin(total, axis=1)
+    total_best = total[windows, best_all].tolist()
+    slope_best = slope[windows, best_all, worst].tolist()
+    size = r0[0].size if r0.shape[0] else 0
+    for sst, best, tot, slope_f, moved in zip(sst_all, best_all.tolist(), total_best, slope_best,
+                                                  (~(motion < min_motion_rad)).tolist(), strict=True):
         if sst <= 0:
             out.append((DelayFit(0.0, 1.0, 1.0, 0.0, 0.0), False))
             continue
-        size = r0[f].size
-        best = int(np.argmin(total[f]))
-        explained = float(max(0.0, 1.0 - total[f, best] / sst))
-        gain = 1.0 + float(slope[f, best, worst[f]])
-        if float(motion[f]) < min_motion_rad:
+        explained = max(0.0, 1.0 - tot / sst)
+        if not moved:
             # Without motion, delay and gain are not identifiable; only an offset is.
-            out.append((DelayFit(0.0, 1.0, explained, math.sqrt(sst / size),
-                                 math.sqrt(max(0.0, total[f, best]) / size)), False))
+            out.append((DelayFit(0.0, 1.0, explained, math.sqrt(sst / size), math.sqrt(max(0.0, tot) / size)), False))
             continue
-        out.append((DelayFit(float(delays[best]), gain, explained, math.sqrt(sst / size),
-                             math.sqrt(max(0.0, total[f, best]) / size)), True))
+        out.append((DelayFit(float(delays[best]), 1.0 + slope_f, explained, math.sqrt(sst / size),
+                             math.sqrt(max(0.0, tot) / size)), True))
     return out
 
 
