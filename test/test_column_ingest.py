@@ -383,4 +383,6 @@ def test_planned_motion_windows_equal_the_per_tick_test() -> None:
         series.reveal(t.size)
     per_tick = [engine._side_moving("sim", int(x)) for x in times]
     assert planned == per_tick
+    middle = slice(1000, 1500)  # a block of grid times reading rows in the middle of the stream
+    assert _plan_moving(engine, times[middle], {}, np.iinfo(np.int64).max, []) == per_tick[middle]
     assert any(p["wrench"] for p in planned) and not all(p["wrench"] for p in planned)

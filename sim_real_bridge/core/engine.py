@@ -1221,14 +1221,21 @@ def _plan_moving(engine: "DivergenceEngine", times: np.ndarray,
             # monotone, so that max is max(vmax - v[lo], v[lo] - vmin) with the window's
             # NaN-ignoring max and min: one reduction per window (reduceat over the pairs
             # lo, hi; a pair with lo >= hi gives one row, and such windows are not full).
-            # A NaN row past the end: hi may be the row count, and the reductions ignore it.
-            padded = np.vstack((sv, np.full((1, sv.shape[1]), np.nan)))
-            edges = np.column_stack((lo, hi)).ravel()
-            first = padded[lo]
+            # Only the rows this block reads, one contiguous row per column (reduceat's
+            # segments are cheap along the last axis).
+            a0, b0 = int(lo.min()), int(hi.max())
+            span = np.ascontiguousarray(sv[a0:b0].T)  # (columns, m)
+            m = b0 - a0
+            edges = np.minimum(np.column_stack((lo - a0, hi - a0)).ravel(), m - 1)
+            vmax = np.fmax.reduceat(span, edges, axis=1)[:, ::2]
+            vmin = np.fmin.reduceat(span, edges, axis=1)[:, ::2]
+            # A window reaching the span's last row stops one short of it (an index must be < m).
+            ends = (hi - a0) == m
+            vmax[:, ends] = np.fmax(vmax[:, ends], span[:, m - 1:m])
+            vmin[:, ends] = np.fmin(vmin[:, ends], span[:, m - 1:m])
+            first = span[:, np.minimum(lo - a0, m - 1)]
             with np.errstate(invalid="ignore"):
-                top = np.fmax.reduceat(padded, edges, axis=0)[::2] - first
-                bottom = first - np.fmin.reduceat(padded, edges, axis=0)[::2]
-                moving = full & ((top > thr) | (bottom > thr)).any(axis=1)
+                moving = full & ((vmax - first > thr) | (first - vmin > thr)).any(axis=0)
         _, need, first = checks.get(id(series), (series, np.zeros(K, dtype=np.int64), np.full(K, big, dtype=np.int64)))
         checks[id(series)] = (series, np.maximum(need, hi), np.minimum(first, lo))
         out[topic] = moving
