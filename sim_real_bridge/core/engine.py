@@ -415,14 +415,12 @@ class _Series:
         self._buf_v = np.zeros((256, width))
         self._n = 0
         self._start = 0
-        self._t_list: list[int] | None = None  # the times of a loaded stream, as Python ints
         self.last_recv_ns: int | None = None
 
     def __len__(self) -> int:
         return self._n - self._start
 
     def add(self, t_ns: int, row: np.ndarray) -> None:
-        self._t_list = None  # rows added one by one: last_ns reads the buffer
         if self._n == len(self._buf_t):
             live = self._n - self._start
             cap = max(256, 2 * live)
@@ -445,7 +443,6 @@ class _Series:
         """Hold a whole planned stream; rows become visible with :meth:`reveal`."""
         self._buf_t = np.ascontiguousarray(t_ns, dtype=np.int64)
         self._buf_v = np.ascontiguousarray(values, dtype=float)
-        self._t_list = self._buf_t.tolist()  # last_ns is asked several times per grid time
         self._n = self._start = 0
         self.loaded = True
 
@@ -524,7 +521,7 @@ class _Series:
     def last_ns(self) -> int | None:
         if self._n <= self._start:
             return None
-        return self._t_list[self._n - 1] if self._t_list is not None else int(self._buf_t[self._n - 1])
+        return self._buf_t.item(self._n - 1)  # (item: a Python int without a numpy scalar)
 
     def window_mean(self, start_ns: int, end_ns: int) -> np.ndarray:
         """Mean of the samples with start_ns < t <= end_ns; NaN row when there are none."""
@@ -745,8 +742,8 @@ class _ClockMap:
         """
         if hi <= plan.fed:
             return
-        self._offsets[0] = int(plan.offsets[hi - 1])
-        self._last_recv[0] = int(plan.recv[hi - 1])
+        self._offsets[0] = plan.offsets.item(hi - 1)
+        self._last_recv[0] = plan.recv.item(hi - 1)
         self._count += hi - plan.fed
         plan.fed = hi
         self._plan = plan
@@ -1823,7 +1820,7 @@ class DivergenceEngine:
                 continue
             series.reveal(hi)
             if p.health is not None and p.marks is not None and p.health_values is not None:
-                series.last_recv_ns = int(p.recv[hi - 1])
+                series.last_recv_ns = p.recv.item(hi - 1)
                 add_planned(p.health, p.marks, lo, hi, *p.lists, p.health_values, p.rows)
         for k, (side, plans) in enumerate(self._planned_sides):
             # The side's rows received before a time are a prefix of its feed order (plan_columns).
