@@ -1949,7 +1949,10 @@ class DivergenceEngine:
         queue, not a stall: waiting for it keeps load from faking dropouts.
         """
         if t > now_ns - horizon_ns:
-            return all((s.last_ns or -1) >= t for s, _ in streams)
+            for s, _ in streams:
+                if (s.last_ns or -1) < t:
+                    return False
+            return True
         if t <= now_ns - backlog_ns:
             return True
         for s, health in streams:
