@@ -125,3 +125,22 @@ def test_rows_received_at_one_time_keep_stream_then_row_order() -> None:
         patch.setattr(DivergenceEngine, "plan_columns", plan_columns)
         replay_columns(streams)
     assert np.array_equal(np.concatenate([np.asarray(c.seq) for c in seen]), expected)
+
+
+def test_report_series_hold_every_record_at_the_engine_s_seconds() -> None:
+    from sim_real_bridge.offline.replay import _report_data
+
+    outcome = replay_columns(_streams())
+    engine = outcome.engine
+    summary = {"events": [], "duration_s": 3.0}
+    data = _report_data("run", summary, outcome, engine.run_summary(), {}, [], None)
+    joints = [r for _, out in outcome.ticks for r in out.joints]
+    contacts = [r for _, out in outcome.ticks for r in out.contacts]
+    poses = [r for _, out in outcome.ticks for r in out.poses]
+    assert joints and contacts and poses
+    for series, records in ((data.joints, joints), (data.contact, contacts), (data.pose, poses)):
+        assert series.t_s.tolist() == [engine.to_seconds(r.stamp_ns) for r in records]
+    assert np.array_equal(data.timing.latency_std_s, [r.latency_std_s for r in joints], equal_nan=True)
+    assert np.array_equal(data.joints.effort_nm, [r.effort_residual for r in joints], equal_nan=True)
+    assert data.contact.force_residual_n.tolist() == [r.force_residual_norm_n for r in contacts]
+    assert np.array_equal(data.pose.orientation_error_rad, [r.ee_orientation_error_rad for r in poses], equal_nan=True)
