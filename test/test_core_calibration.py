@@ -131,3 +131,47 @@ def test_delays_near_either_end_of_the_grid_are_refined(delay_s):
     fits = fit_joint_calibration(t, q_sim, q_real, np.ones(t.size, bool), 50 * MS)
     for fit in fits:
         assert fit.delay_s == pytest.approx(delay_s, abs=3e-4)
+
+
+def _fit_gain_offset_rows(x, y):
+    """The fit as first written: y broadcast to every row of x, its sums taken row by row."""
+    y = np.broadcast_to(y, x.shape)
+    n = x.shape[-1]
+    xm = x.mean(axis=-1, keepdims=True)
+    ym = y.mean(axis=-1, keepdims=True)
+    dx, dy = x - xm, y - ym
+    sxx = np.einsum("...i,...i->...", dx, dx)
+    sxy = np.einsum("...i,...i->...", dx, dy)
+    syy = np.einsum("...i,...i->...", dy, dy)
+    flat = sxx <= 1e-18 * max(n, 1)
+    gain = np.where(flat, 1.0, sxy / np.where(flat, 1.0, sxx))
+    offset = ym[..., 0] - gain * xm[..., 0]
+    sse = np.where(flat, np.einsum("...i,...i->...", dy - dx, dy - dx), syy - gain * sxy)
+    return gain, offset, np.maximum(sse, 0.0)
+
+
+@pytest.mark.parametrize("n", [3, 17, 1917, 8193, 20_011])
+@pytest.mark.parametrize("rows", [1, 2, 51])
+def test_gain_offset_fit_with_one_shared_y_equals_the_row_by_row_form_bit_for_bit(n, rows):
+    from sim_real_bridge.core.calibration import _fit_gain_offset
+
+    rng = np.random.default_rng(n + rows)
+    x = rng.normal(size=(rows, n)) * rng.uniform(0.1, 3.0, (rows, 1))
+    x[0] = 0.25  # a motionless row: offset only
+    y = rng.normal(size=n)
+    for got, want in zip(_fit_gain_offset(x, y), _fit_gain_offset_rows(x, y), strict=True):
+        assert got.shape == want.shape and np.array_equal(got, want)
+
+
+def test_joints_with_their_own_missing_samples_fit_as_alone():
+    t, q_sim, q_real = _signals(0.02, [1.05, 0.9], [0.01, 0.0], noise=1e-3)
+    q_sim = np.concatenate([q_sim, q_sim[:, ::-1], q_sim], axis=1)
+    q_real = np.concatenate([q_real, q_real[:, ::-1], q_real], axis=1)
+    q_real[::11, 1] = np.nan
+    q_sim[5::13, 3] = np.nan
+    mask = np.ones(t.size, bool)
+    mask[300:400] = False
+    fits = fit_joint_calibration(t, q_sim, q_real, mask, 50 * MS)
+    for j, fit in enumerate(fits):
+        (alone,) = fit_joint_calibration(t, q_sim[:, j], q_real[:, j], mask, 50 * MS, joint_names=[fit.name])
+        assert fit == alone

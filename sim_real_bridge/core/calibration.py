@@ -44,20 +44,28 @@ class JointCalibration(NamedTuple):
 
 
 def _fit_gain_offset(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Least squares ``y = g x + o`` along the last axis; returns (g, o, sse)."""
+    """Least squares ``y = g x + o`` along the last axis of x (d, n), the same y (n,) for
+    every row; returns (g, o, sse), each (d,).
+
+    The sums over y run on x's shape (a view, nothing copied): einsum's summation order
+    depends on the shape, and this keeps every value that of the row-by-row form.
+    """
     n = x.shape[-1]
     xm = x.mean(axis=-1, keepdims=True)
-    ym = y.mean(axis=-1, keepdims=True)
+    ym = y.mean(keepdims=True)
     dx = x - xm
-    dy = y - ym
+    dy = np.broadcast_to(y - ym, x.shape)
     sxx = np.einsum("...i,...i->...", dx, dx)
     sxy = np.einsum("...i,...i->...", dx, dy)
     syy = np.einsum("...i,...i->...", dy, dy)
     # A motionless sim joint has no gain information: keep gain 1, fit the offset only.
     flat = sxx <= 1e-18 * max(n, 1)
     gain = np.where(flat, 1.0, sxy / np.where(flat, 1.0, sxx))
-    offset = ym[..., 0] - gain * xm[..., 0]
-    sse = np.where(flat, np.einsum("...i,...i->...", dy - dx, dy - dx), syy - gain * sxy)
+    offset = ym[0] - gain * xm[..., 0]
+    sse = syy - gain * sxy
+    if flat.any():
+        rest = dy - dx
+        sse = np.where(flat, np.einsum("...i,...i->...", rest, rest), sse)
     return gain, offset, np.maximum(sse, 0.0)
 
 
@@ -119,8 +127,12 @@ def fit_joint_calibration(
     # Only samples whose delayed instant still falls inside the recording are usable.
     usable = mask & (t_rel - delays[-1] >= 0.0)
     results = []
+    finite_all = np.isfinite(qs) & np.isfinite(qr)
+    # The delayed sample times of the grid, kept while joints share their usable samples.
+    grid_sel: np.ndarray | None = None
+    grid_times = np.zeros(0)
     for j in range(n_joints):
-        finite = np.isfinite(qs[:, j]) & np.isfinite(qr[:, j])
+        finite = finite_all[:, j]
         sel = usable & finite
         n_sel = int(sel.sum())
         if n_sel < max(int(min_samples), 3) or int(finite.sum()) < 2:
@@ -133,9 +145,11 @@ def fit_joint_calibration(
 
         def sse_at(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             x = np.interp((t_rel[sel][None, :] - d[:, None]).ravel(), src_t, src_q).reshape(d.size, -1)
-            return _fit_gain_offset(x, np.broadcast_to(y, x.shape))
+            return _fit_gain_offset(x, y)
 
-        _, _, sse = sse_at(delays)
+        if grid_sel is None or not np.array_equal(grid_sel, sel):
+            grid_sel, grid_times = sel, (t_rel[sel][None, :] - delays[:, None]).ravel()
+        _, _, sse = _fit_gain_offset(np.interp(grid_times, src_t, src_q).reshape(delays.size, -1), y)
         k = int(np.argmin(sse))
         delay = delays[k]
         if delays.size >= 3:

@@ -178,23 +178,44 @@ def subplots(rows: int = 1, cols: int = 1, shared_xaxes: bool = False, vertical_
     return fig
 
 
-def _typed(value: np.ndarray) -> Any:
-    """A numpy array as a plotly.js typed array spec (lists for other dtypes)."""
+# Stands for a typed array's base64 data in the JSON text until the data is spliced in:
+# the JSON encoder and the script escaping then never scan the bulk of a figure.
+_PAYLOAD = "@bdata@"
+_PAYLOAD_JSON = json.dumps(_PAYLOAD)
+
+
+def _typed(value: np.ndarray, payloads: list[str] | None = None) -> Any:
+    """A numpy array as a plotly.js typed array spec (lists for other dtypes); with
+    ``payloads``, its data goes there and the spec holds :data:`_PAYLOAD` instead."""
     code = _TYPED.get(str(value.dtype))
     if code is None or value.size == 0 or value.ndim != 1:
-        return _plain(value.tolist())
+        return _plain(value.tolist(), payloads)
     data = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<"))
-    return {"dtype": code, "bdata": base64.b64encode(data.tobytes()).decode("ascii")}
+    encoded = base64.b64encode(data.tobytes()).decode("ascii")
+    if payloads is None:
+        return {"dtype": code, "bdata": encoded}
+    payloads.append(encoded)
+    return {"dtype": code, "bdata": _PAYLOAD}
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Any, payloads: list[str] | None = None) -> Any:
     """JSON-ready: arrays typed, numpy scalars Python, non-finite floats null (as plotly.py)."""
+    kind = type(value)
+    # The plain JSON types first: they are nearly every value of a figure.
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is dict:
+        return {k: _plain(v, payloads) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [_plain(v, payloads) for v in value]
     if isinstance(value, np.ndarray):
-        return _typed(value)
+        return _typed(value, payloads)
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: _plain(v, payloads) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [_plain(v, payloads) for v in value]
     if isinstance(value, (np.floating, np.integer, np.bool_)):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
@@ -202,10 +223,32 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def to_json(fig: Figure | Mapping[str, Any]) -> str:
-    """The figure as JSON for ``Plotly.newPlot`` (``{"data": ..., "layout": ...}``)."""
+def _script_safe(text: str) -> str:
+    """JSON text made safe inside a <script> element (``&``, ``<``, ``>`` as \\u escapes)."""
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def to_json(fig: Figure | Mapping[str, Any], script_safe: bool = False) -> str:
+    """The figure as JSON for ``Plotly.newPlot`` (``{"data": ..., "layout": ...}``).
+
+    Args:
+        fig: the figure, or its dict.
+        script_safe: escape ``&``, ``<`` and ``>`` (as ``\\u0026``...), for a <script> element.
+    """
     spec = fig.to_dict() if isinstance(fig, Figure) else fig
-    return json.dumps(_plain(spec), separators=(",", ":"), allow_nan=False)
+    payloads: list[str] = []
+    text = json.dumps(_plain(spec, payloads), separators=(",", ":"), allow_nan=False)
+    pieces = text.split(_PAYLOAD_JSON)
+    if len(pieces) != len(payloads) + 1:  # a text of the figure is the stand-in itself
+        text = json.dumps(_plain(spec), separators=(",", ":"), allow_nan=False)
+        return _script_safe(text) if script_safe else text
+    if script_safe:
+        pieces = [_script_safe(piece) for piece in pieces]
+    # Base64 needs no JSON or script escaping: each payload goes in as the encoder writes it.
+    out = [pieces[0]]
+    for payload, piece in zip(payloads, pieces[1:], strict=True):
+        out.extend(('"', payload, '"', piece))
+    return "".join(out)
 
 
 def _trace(kind: str, props: Mapping[str, Any]) -> dict[str, Any]:

@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -470,6 +471,11 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
     return path
 
 
+def _column(records: list[Any], name: str, dtype: type = float) -> np.ndarray:
+    """One attribute of every record as an array."""
+    return np.fromiter(map(attrgetter(name), records), dtype, len(records))
+
+
 def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: dict[str, Any],
                  labels: dict[str, Any], warnings: list[str], realtime_factor: float | None) -> Any:
     from sim_real_bridge.offline.report_data import (
@@ -482,29 +488,38 @@ def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: 
     )
 
     engine = outcome.engine
-    joints = [r for _, out in outcome.ticks for r in out.joints]
-    contacts = [r for _, out in outcome.ticks for r in out.contacts]
-    poses = [r for _, out in outcome.ticks for r in out.poses]
-    sec = engine.to_seconds
+    joints: list[Any] = []
+    contacts: list[Any] = []
+    poses: list[Any] = []
+    for _, out in outcome.ticks:
+        if out.joints:
+            joints += out.joints
+        if out.contacts:
+            contacts += out.contacts
+        if out.poses:
+            poses += out.poses
+    t0_ns = engine._t0_ns()  # what engine.to_seconds counts from
+
+    def seconds(records: list[Any]) -> np.ndarray:
+        # As engine.to_seconds per record: an exact integer difference, then one product.
+        return (_column(records, "stamp_ns", np.int64) - t0_ns) * 1e-9
+
     joint_series = timing = contact = pose = None
     if joints:
-        t = np.array([sec(r.stamp_ns) for r in joints])
+        t = seconds(joints)
         joint_series = JointSeries(t, np.array([r.position_residual_rad for r in joints]),
                                    np.array([r.velocity_residual_rad_s for r in joints]),
                                    np.array([r.effort_residual for r in joints]))
-        timing = TimingSeries(t, np.array([r.clock_offset_s for r in joints]), np.array([r.latency_s for r in joints]),
-                              np.array([r.clock_offset_std_s for r in joints]),
-                              np.array([r.latency_std_s for r in joints]))
+        timing = TimingSeries(t, _column(joints, "clock_offset_s"), _column(joints, "latency_s"),
+                              _column(joints, "clock_offset_std_s"), _column(joints, "latency_std_s"))
     if contacts:
-        contact = ContactSeries(np.array([sec(r.stamp_ns) for r in contacts]),
-                                np.array([r.force_residual_norm_n for r in contacts]),
-                                np.array([r.torque_residual_norm_nm for r in contacts]),
+        contact = ContactSeries(seconds(contacts), _column(contacts, "force_residual_norm_n"),
+                                _column(contacts, "torque_residual_norm_nm"),
                                 np.array([r.sim_contact_phase == 1 for r in contacts]),
                                 np.array([r.real_contact_phase == 1 for r in contacts]))
     if poses:
-        pose = PoseSeries(np.array([sec(r.stamp_ns) for r in poses]),
-                          np.array([r.ee_position_error_norm_m for r in poses]),
-                          np.array([r.ee_orientation_error_rad for r in poses]))
+        pose = PoseSeries(seconds(poses), _column(poses, "ee_position_error_norm_m"),
+                          _column(poses, "ee_orientation_error_rad"))
     ledger_info = run_summary.get("ledger", {})
     ledger = {c: v["share_run"] for c, v in ledger_info.get("categories", {}).items()}
     if "unexplained_share_run" in ledger_info:

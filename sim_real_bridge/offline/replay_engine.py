@@ -92,22 +92,56 @@ def _frame(frame_ids: Sequence[str] | str, i: int) -> str:
 
 
 
+# Intake reasons as small codes while checking whole columns (object arrays of strings
+# are slow to build and compare); _REASONS turns codes back into the reasons.
+_OK, _FUTURE, _ZERO, _FRAME, _BAD_VALUE = range(5)
+_REASONS = np.array(["", validation.FUTURE_STAMP, validation.ZERO_STAMP, validation.FRAME_MISMATCH,
+                     validation.NON_FINITE], dtype=object)
+
+
+def _stamp_codes(config: intake.IntakeConfig, stamp_ns: np.ndarray, recv_ns: np.ndarray) -> np.ndarray:
+    """Per row: the code of the reason :func:`validation.check_stamp` gives (_OK for none)."""
+    out = np.zeros(stamp_ns.shape, dtype=np.uint8)
+    if config.stamps_on_node_clock:
+        out[stamp_ns - recv_ns > config.limits.max_future_s * 1e9] = _FUTURE
+    out[stamp_ns <= 0] = _ZERO
+    return out
+
+
 def _stamp_reasons(config: intake.IntakeConfig, stamp_ns: np.ndarray, recv_ns: np.ndarray) -> np.ndarray:
     """Per row: the reason :func:`validation.check_stamp` gives ('' for none), for whole columns."""
-    out = np.full(stamp_ns.shape, "", dtype=object)
-    if config.stamps_on_node_clock:
-        out[stamp_ns - recv_ns > config.limits.max_future_s * 1e9] = validation.FUTURE_STAMP
-    out[stamp_ns <= 0] = validation.ZERO_STAMP
-    return out
+    return _REASONS[_stamp_codes(config, stamp_ns, recv_ns)]
+
+
+def _suspect_rows(rows: np.ndarray) -> np.ndarray:
+    """Indices of the rows of a 2-D array whose sum is not finite: every row holding a
+    NaN or an infinity (they propagate through a sum), and rows whose sum overflows."""
+    return np.flatnonzero(~np.isfinite(np.einsum("ij->i", rows)))
 
 
 def _non_finite(*columns: np.ndarray) -> np.ndarray:
     """Per row: any value non-finite (as :func:`validation.has_non_finite`)."""
-    bad = np.zeros(columns[0].shape[0], dtype=bool)
+    n = columns[0].shape[0]
+    bad = np.zeros(n, dtype=bool)
     for col in columns:
         if col.size:
-            bad |= ~np.isfinite(col.reshape(col.shape[0], -1)).all(axis=1)
+            rows = col.reshape(n, -1)
+            # Exact check on the few suspect rows only (a per-row reduction over all rows costs far more).
+            suspect = _suspect_rows(rows)
+            if suspect.size:
+                bad[suspect] |= ~np.isfinite(rows[suspect]).all(axis=1)
     return bad
+
+
+def _joint_non_finite(values: np.ndarray, splits: tuple[int, int]) -> np.ndarray:
+    """Per row of joint_states values [q, qd, effort] (split at ``splits``): any non-finite
+    value, all-NaN velocity and effort arrays ignored (as :func:`intake.feed_joint_state`)."""
+    flagged = np.zeros(values.shape[0], dtype=bool)
+    suspect = _suspect_rows(values)
+    if suspect.size:
+        position, velocity, effort = np.split(values[suspect], splits, axis=1)
+        flagged[suspect] = _non_finite(position, _sent(velocity), _sent(effort))
+    return flagged
 
 
 def _sent(column: np.ndarray) -> np.ndarray:
@@ -124,15 +158,20 @@ def _sent(column: np.ndarray) -> np.ndarray:
     return out
 
 
+def _frame_mismatch(frame_ids: Sequence[str] | str, expected: str, n: int) -> np.ndarray | None:
+    """Per row: whether the frame differs from the expected one (None: no row does)."""
+    if not expected:
+        return None
+    if isinstance(frame_ids, str):
+        return np.ones(n, dtype=bool) if frame_ids != expected else None
+    return np.asarray(frame_ids, dtype=object) != expected
+
+
 def _frame_reasons(frame_ids: Sequence[str] | str, expected: str, n: int) -> np.ndarray:
     out = np.full(n, "", dtype=object)
-    if not expected:
-        return out
-    if isinstance(frame_ids, str):
-        if frame_ids != expected:
-            out[:] = validation.FRAME_MISMATCH
-        return out
-    out[np.asarray(frame_ids, dtype=object) != expected] = validation.FRAME_MISMATCH
+    mismatch = _frame_mismatch(frame_ids, expected, n)
+    if mismatch is not None:
+        out[mismatch] = validation.FRAME_MISMATCH
     return out
 
 
@@ -224,27 +263,27 @@ def replay_columns(
     outcome = ReplayOutcome(engine)
     topic_names = topic_names or {}
 
-    recv_parts, id_parts, row_parts = [], [], []
+    recv_parts = []
     for k, stream in enumerate(streams):
         recv = np.asarray(stream.recv_ns, dtype=np.int64)
         if recv.ndim != 1:
             raise ConfigError(f"stream {k} ({stream.side}): recv_ns must be 1-D")
         recv_parts.append(recv)
-        id_parts.append(np.full(recv.size, k, dtype=np.int64))
-        row_parts.append(np.arange(recv.size, dtype=np.int64))
     if not recv_parts:
         engine.finish()
         return outcome
+    sizes = [r.size for r in recv_parts]
     recv_all = np.concatenate(recv_parts)
-    ids = np.concatenate(id_parts)
-    rows = np.concatenate(row_parts)
-    order = np.lexsort((rows, ids, recv_all))
+    # Stable: ties keep the concatenation's order, i.e. stream order, then row order.
+    order = np.argsort(recv_all, kind="stable")
     ticks = None if tick_times_ns is None else np.sort(np.asarray(tick_times_ns, dtype=np.int64))
     if column_ingest and vectorized_intake:
-        planned = _plan_columns(engine, config, streams, order, [r.size for r in recv_parts], topic_names)
+        planned = _plan_columns(engine, config, streams, order, sizes, topic_names)
         if planned is not None:
             _replay_planned(engine, outcome, planned, recv_all[order], period_ns, summary_ns, on_progress, ticks)
             return outcome
+    ids = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    rows = np.concatenate([np.arange(n, dtype=np.int64) for n in sizes])
     tick_list = None if ticks is None else ticks.tolist()
     k_tick = 0
     recv_list = recv_all[order].tolist()
@@ -357,6 +396,12 @@ def _count(problems: dict[str, dict[str, int]], topic: str, reasons: Sequence[st
         counts[reason] = counts.get(reason, 0) + 1
 
 
+def _refuse(codes: np.ndarray, rows: np.ndarray | None, code: int) -> None:
+    """Give ``code`` to the ``rows`` (bool mask) not refused for an earlier check."""
+    if rows is not None and rows.any():
+        codes[rows & (codes == _OK)] = code
+
+
 def _plan_columns(engine: DivergenceEngine, config: intake.IntakeConfig, streams: Sequence[Stream],
                   order: np.ndarray, sizes: list[int],
                   topic_names: Mapping[tuple[str, str], str]) -> dict[str, dict[str, int]] | None:
@@ -379,8 +424,7 @@ def _plan_columns(engine: DivergenceEngine, config: intake.IntakeConfig, streams
             columns.append(ColumnStream(stream.side, "command", recv, seq, recv, commands=commands))
             continue
         stamps = np.asarray(stream.stamp_ns, dtype=np.int64)
-        reasons = _stamp_reasons(config, stamps, recv)
-        flagged = np.zeros(recv.size, dtype=bool)
+        codes = _stamp_codes(config, stamps, recv)
         if isinstance(stream, JointStream):
             name, topic_key = "joint_states", (stream.side, "joint_states")
             names = tuple(stream.names)
@@ -392,44 +436,47 @@ def _plan_columns(engine: DivergenceEngine, config: intake.IntakeConfig, streams
             if reason:
                 return None  # every row refused: rare, left to the row-by-row path
             values = np.concatenate([stream.position, stream.velocity, stream.effort], axis=1)
-            flagged = _non_finite(stream.position, _sent(stream.velocity), _sent(stream.effort))
+            width_q, width_qd = np.shape(stream.position)[1], np.shape(stream.velocity)[1]
+            flagged = _joint_non_finite(values, (width_q, width_q + width_qd))
         elif isinstance(stream, WrenchStream):
             name, topic_key = "wrench", (stream.side, "wrench")
-            frame = _frame_reasons(stream.frame_ids, config.expected_frames.get("wrench", ""), recv.size)
-            reasons = np.where(reasons == "", frame, reasons)
+            _refuse(codes, _frame_mismatch(stream.frame_ids, config.expected_frames.get("wrench", ""), recv.size),
+                    _FRAME)
             values = np.concatenate([stream.force_n, stream.torque_nm], axis=1)
-            flagged = _non_finite(stream.force_n, stream.torque_nm)
+            flagged = _non_finite(values)
         elif isinstance(stream, PoseStream):
             name, topic_key = stream.stream, (stream.side, stream.stream)
-            frame = _frame_reasons(stream.frame_ids, config.expected_frames.get("pose", ""), recv.size)
-            reasons = np.where(reasons == "", frame, reasons)
-            bad = _non_finite(stream.position_m, stream.orientation_wxyz)
-            reasons = np.where((reasons == "") & bad, validation.NON_FINITE, reasons)
+            _refuse(codes, _frame_mismatch(stream.frame_ids, config.expected_frames.get("pose", ""), recv.size),
+                    _FRAME)
             values = np.concatenate([stream.position_m, stream.orientation_wxyz], axis=1)
+            _refuse(codes, _non_finite(values), _BAD_VALUE)
+            flagged = np.zeros(recv.size, dtype=bool)
         else:
             raise ConfigError(f"unknown stream type {type(stream).__name__}")
         if values.shape[0] != recv.size:
             raise ConfigError(f"stream {k} ({stream.side} {name}): {values.shape[0]} rows for {recv.size} times")
-        refused = reasons != ""
         topic = topic_names.get(topic_key, f"{topic_key[0]}/{topic_key[1]}")
-        refused_rows = np.flatnonzero(refused)
-        accepted_rows = np.flatnonzero(~refused)
-        refused_recv = recv[refused_rows]
+        refused_rows = np.flatnonzero(codes)
+        refused_reasons = _REASONS[codes[refused_rows]].tolist()
+        accepted_rows = None
         if refused_rows.size:
+            accepted_rows = np.flatnonzero(codes == _OK)
             recv, seq, stamps, values, flagged = (a[accepted_rows] for a in (recv, seq, stamps, values, flagged))
-        backwards = np.zeros(stamps.size, dtype=bool)
-        backwards[1:] = stamps[1:] < stamps[:-1]
-        problem = flagged | backwards
-        # Problems in row order, as the row-by-row loop counts them.
-        found = sorted([
-            *zip(accepted_rows[problem].tolist(),
-                 np.where(flagged[problem], validation.NON_FINITE, validation.STAMP_BACKWARDS).tolist(), strict=True),
-            *zip(refused_rows.tolist(), reasons[refused_rows].tolist(), strict=True)])
-        _count(problems, topic, [reason for _, reason in found])
+        problem = flagged.copy()
+        problem[1:] |= stamps[1:] < stamps[:-1]
+        problem_rows = np.flatnonzero(problem)
+        if problem_rows.size or refused_rows.size:
+            # Problems in row order, as the row-by-row loop counts them.
+            found = sorted([
+                *zip((problem_rows if accepted_rows is None else accepted_rows[problem_rows]).tolist(),
+                     np.where(flagged[problem_rows], validation.NON_FINITE, validation.STAMP_BACKWARDS).tolist(),
+                     strict=True),
+                *zip(refused_rows.tolist(), refused_reasons, strict=True)])
+            _count(problems, topic, [reason for _, reason in found])
         columns.append(ColumnStream(
             stream.side, name, recv, seq, stamps, values,
             names=tuple(stream.names) if isinstance(stream, JointStream) else (),
-            refused_recv_ns=refused_recv, refused_reasons=reasons[refused_rows].tolist(),
+            refused_recv_ns=np.asarray(stream.recv_ns, dtype=np.int64)[refused_rows], refused_reasons=refused_reasons,
         ))
     if not engine.plan_columns(columns):
         return None

@@ -14,6 +14,7 @@ A section without data says so instead of disappearing.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import math
@@ -118,11 +119,6 @@ def _fmt(value: float | None, unit: str = "", scale: float = 1.0, digits: int = 
     return f"{value * scale:.{digits}g}{unit}"
 
 
-def _json_for_script(obj: str) -> str:
-    """Make JSON text safe inside a <script> element."""
-    return obj.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-
-
 class _Page:
     """Collects sections and figures, then renders one HTML document."""
 
@@ -151,15 +147,20 @@ class _Page:
                          automargin=True)
         if shapes:
             fig.layout["shapes"] = list(fig.layout.get("shapes", ())) + list(shapes)
-        spec = ps.to_json(fig)
+        spec = ps.to_json(fig, script_safe=True)
         self.add(
             section,
             f'<div class="plot" id="{fig_id}" style="height:{height}px"></div>'
             f'<script type="application/json" class="fig-data" data-target="{fig_id}">'
-            f"{_json_for_script(spec)}</script>",
+            f"{spec}</script>",
         )
 
     def render(self) -> str:
+        head, tail = self.render_around_plotly()
+        return head + _plotly_js().decode("utf-8") + tail
+
+    def render_around_plotly(self) -> tuple[str, str]:
+        """The page's text before and after plotly.js, which goes in between verbatim."""
         nav = "".join(f'<a href="#{s}">{_esc(_SECTION_TITLES[s])}</a>' for s in self.sections)
         parts = [
             "<!DOCTYPE html>",
@@ -176,10 +177,20 @@ class _Page:
             parts.append("</section>")
         parts.append("</main>")
         # plotly.js is ours (the installed package), inserted verbatim once.
-        parts.append(f"<script>{get_plotlyjs()}</script>")
-        parts.append(f"<script>{_BOOT_JS % json.dumps(_PLOT_CONFIG)}</script>")
-        parts.append("</body></html>")
-        return "\n".join(parts)
+        parts.append("<script>")
+        tail = ["</script>", f"<script>{_BOOT_JS % json.dumps(_PLOT_CONFIG)}</script>", "</body></html>"]
+        return "\n".join(parts), "\n".join(tail)
+
+    def write(self, path: Path) -> Path:
+        """Write the page to ``path`` (UTF-8), plotly.js as the bytes read once per process."""
+        head, tail = self.render_around_plotly()
+        return _write(path, (head.encode("utf-8"), _plotly_js(), tail.encode("utf-8")))
+
+
+@functools.cache
+def _plotly_js() -> bytes:
+    """plotly.js of the installed plotly package, UTF-8 (4.6 MB: read once per process)."""
+    return get_plotlyjs().encode("utf-8")
 
 
 def _note(text: str) -> str:
@@ -516,6 +527,10 @@ def _snapshots(page: _Page, data: RunReportData) -> None:
 
 def render_report(data: RunReportData, max_points: int = DEFAULT_MAX_POINTS) -> str:
     """Return the HTML text of one run's report (see :func:`write_report`)."""
+    return _run_page(data, max_points).render()
+
+
+def _run_page(data: RunReportData, max_points: int) -> _Page:
     if not isinstance(data, RunReportData):
         raise ConfigError(f"render_report needs a RunReportData, got {type(data).__name__}")
     subtitle = f"{len(data.joint_names)} joints, {data.duration_s:.1f} s"
@@ -530,15 +545,16 @@ def render_report(data: RunReportData, max_points: int = DEFAULT_MAX_POINTS) -> 
     _timing(page, data, max_points)
     _calibration(page, data)
     _snapshots(page, data)
-    return page.render()
+    return page
 
 
-def _write(path: Path, text: str) -> Path:
+def _write(path: Path, chunks: Sequence[bytes]) -> Path:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
+        with tmp.open("wb") as out:
+            out.writelines(chunks)
         tmp.replace(path)
     except OSError as exc:
         raise ConfigError(f"cannot write report {path}: {exc}") from exc
@@ -556,7 +572,7 @@ def write_report(path: Path, data: RunReportData, max_points: int = DEFAULT_MAX_
     Raises:
         ConfigError: data is not a RunReportData or the file cannot be written.
     """
-    return _write(path, render_report(data, max_points))
+    return _run_page(data, max_points).write(path)
 
 
 def _rollup_row(run: RunReportData | Mapping[str, Any], index: int) -> dict[str, Any]:
@@ -613,6 +629,10 @@ def render_rollup_report(
     runs: Sequence[RunReportData | Mapping[str, Any]], predictivity: Mapping[str, Any] | None = None
 ) -> str:
     """Return the HTML text of the roll-up report (see :func:`write_rollup_report`)."""
+    return _rollup_page(runs, predictivity).render()
+
+
+def _rollup_page(runs: Sequence[RunReportData | Mapping[str, Any]], predictivity: Mapping[str, Any] | None) -> _Page:
     if not runs:
         raise ConfigError("the roll-up report needs at least one run")
     rows = rollup_rows(runs)
@@ -678,7 +698,7 @@ def render_rollup_report(
         page.add("residuals", _note("No residual figures in these runs."))
 
     _predictivity_section(page, predictivity)
-    return page.render()
+    return page
 
 
 def _predictivity_section(page: _Page, pred: Mapping[str, Any] | None) -> None:
@@ -737,7 +757,7 @@ def write_rollup_report(
     Raises:
         ConfigError: no runs, a run of the wrong type, or the file cannot be written.
     """
-    return _write(path, render_rollup_report(runs, predictivity))
+    return _rollup_page(runs, predictivity).write(path)
 
 
 __all__ = [
