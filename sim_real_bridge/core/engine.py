@@ -1451,6 +1451,14 @@ class DivergenceEngine:
             (s, topic): StreamHealth(cfg.features, f"{s}/{topic}")
             for s in SIDES for topic in ("joint_states", "wrench")
         }
+        # The order the analysis reads the flags in: (stream, topic, tracker, the other side's
+        # tracker of the topic, the same side's other tracker, whether only dropouts count).
+        self._health_order = [
+            (f"{side}/{topic}", topic, self._health[(side, topic)], self._health[(twin, topic)],
+             self._health[(side, other)], side == "sim")
+            for side, twin in (("real", "sim"), ("sim", "real"))
+            for topic, other in (("joint_states", "wrench"), ("wrench", "joint_states"))
+        ]
         self._bias = BiasDriftTracker(cfg.bias_tau_s, cfg.bias_threshold_n)
         self._events = EventTracker(cfg.events)
         self._ledger = ResidualLedger(CATEGORIES, cfg.summary_window_s)
@@ -2207,19 +2215,15 @@ class DivergenceEngine:
         # (its silence would otherwise starve the residuals without a word).
         other_moving = p.moving
         flags = []
-        health = self._health
-        for side, twin_side in (("real", "sim"), ("sim", "real")):
-            joints, wrench = health[(side, "joint_states")], health[(side, "wrench")]
-            for topic, h, sibling in (("joint_states", joints, wrench), ("wrench", wrench, joints)):
-                if h.sample_count == 0:
-                    continue
-                twin = health[(twin_side, topic)]
-                for fl in h.flags(t, other_moving=other_moving.get(topic, True), now_ns=self._last_tick_ns,
-                                  twin=twin if twin.sample_count else None,
-                                  siblings=(sibling,) if sibling.sample_count else (), dropout_only=side == "sim"):
-                    if fl.active:  # attribution reads the active flags only
-                        flags.append(HealthFlag(fl.name, True, fl.severity,
-                                                {"stream": f"{side}/{topic}", **fl.evidence}))
+        now_ns = self._last_tick_ns
+        for stream, topic, h, twin, sibling, dropout_only in self._health_order:
+            if h.sample_count == 0:
+                continue
+            # (positional: other_moving, now_ns, twin, siblings, dropout_only)
+            for fl in h.flags(t, other_moving.get(topic, True), now_ns, twin if twin.sample_count else None,
+                              (sibling,) if sibling.sample_count else (), dropout_only):
+                if fl.active:  # attribution reads the active flags only
+                    flags.append(HealthFlag(fl.name, True, fl.severity, {"stream": stream, **fl.evidence}))
 
         if any(fl.name in ("dropout", "nonfinite", "frozen", "stamp_jitter") for fl in flags):
             self._last_untrusted_ns = t
