@@ -264,12 +264,34 @@ def test_planned_jitter_of_steady_stuck_and_backwards_clocks() -> None:
     assert {(True, 0), (True, size), (False, 0)} <= kinds  # steady, stuck or backwards, and mixed windows
 
 
-@pytest.mark.parametrize("width", [0, 1, 6, 14])
-def test_all_columns_equals_numpy(width: int) -> None:
-    from sim_real_bridge.core.features import _all_columns
+@pytest.mark.parametrize("width", [1, 6, 14])
+@pytest.mark.parametrize("strided", [False, True])
+def test_planned_marks_equal_the_marks_add_records(width: int, strided: bool) -> None:
+    from sim_real_bridge.core.features import plan_marks
 
-    flags = np.random.default_rng(width).random((500, width)) < 0.9
-    assert np.array_equal(_all_columns(flags), flags.all(axis=1))
+    cfg = FeatureConfig(frozen_samples=4, saturation_samples=6)
+    rng = np.random.default_rng(width)
+    n = 400
+    block = rng.normal(size=(n, width + 3))
+    values = block[:, :width] if strided else np.ascontiguousarray(block[:, :width])  # the engine's are strided
+    values[50:60] = values[49]  # every component repeated: frozen
+    values[100:130, 0] = 2.5  # one pinned: saturation
+    values[140:150, 0] = 0.0  # pinned at zero: not saturation
+    values[200:203, -1] = np.nan  # nonfinite
+    values[300:310] = values[299]
+    values[305, 0] = np.inf  # a nonfinite row inside a repeat run
+    values[350:360, 0] = -0.0
+    values[355, 0] = 0.0  # equal to -0.0
+    health = StreamHealth(cfg)
+    for i in range(n):
+        health.add(i * PERIOD, i * PERIOD + MS, i * PERIOD, values[i].copy())
+    marks = plan_marks(cfg, values)
+    planned = [(i * PERIOD, kind, value) for i, kind, value in zip(marks.rows, marks.kinds, marks.values, strict=True)]
+    expected = [m for m in health._marks]
+    assert [m[:2] for m in planned] == [m[:2] for m in expected]
+    assert np.array_equal([m[2] for m in planned], [m[2] for m in expected])
+    # (one component pinned is the whole row repeated: no saturation)
+    assert ({"nonfinite", "repeat", "saturation"} if width > 1 else {"nonfinite", "repeat"}) <= set(marks.kinds)
 
 
 def test_prepared_states_do_not_depend_on_the_order_of_the_rows() -> None:

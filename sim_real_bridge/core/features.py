@@ -625,51 +625,52 @@ class HealthMarks:
     values: list[float]
 
 
-def _all_columns(flags: np.ndarray) -> np.ndarray:
-    """``flags.all(axis=1)`` of a 2-D boolean array, column by column: a reduction along
-    rows of a few elements is several times slower than a few passes over columns."""
-    if not flags.shape[1]:
-        return np.ones(flags.shape[0], dtype=bool)
-    out = flags[:, 0].copy()
-    for j in range(1, flags.shape[1]):
-        out &= flags[:, j]
-    return out
+def _run_length(cond: np.ndarray) -> np.ndarray:
+    """Length of the run of True ending at each row of ``cond`` (along axis 0)."""
+    idx = np.arange(cond.shape[0]).reshape((-1,) + (1,) * (cond.ndim - 1))
+    last_false = np.maximum.accumulate(np.where(cond, -1, idx), axis=0)
+    return np.where(cond, idx - last_false, 0)
 
 
 def plan_marks(config: FeatureConfig, values: np.ndarray) -> HealthMarks:
     """The nonfinite, saturation and repeat marks of rows ``values`` (n, w) fed in order
     to a fresh :class:`StreamHealth`, computed on whole columns (same rules as ``add``)."""
     v = np.asarray(values, dtype=float)
-    n = v.shape[0]
-    finite = np.isfinite(v)
-    all_finite = _all_columns(finite)
-    idx = np.arange(n)
-    same = np.zeros_like(finite)
-    if n > 1:
-        same[1:] = v[1:] == v[:-1]
-    all_same = _all_columns(same)
-    all_same[0] = False
-
-    def run_length(cond: np.ndarray) -> np.ndarray:
-        # Length of the run of True ending at each row (along axis 0).
-        shape = (-1,) + (1,) * (cond.ndim - 1)
-        last_false = np.maximum.accumulate(np.where(cond, -1, idx.reshape(shape)), axis=0)
-        return np.where(cond, idx.reshape(shape) - last_false, 0)
-
-    repeat_run = run_length(all_same & all_finite)
+    n, width = v.shape
+    # Column by column, into 1-D accumulators: a comparison of the (often strided) 2-D
+    # block and reductions along its short rows cost more than passes over single columns.
+    all_finite = np.ones(n, dtype=bool)
+    all_same = np.ones(n, dtype=bool)
+    all_same[0:1] = False
+    repeats = np.zeros(width, dtype=np.intp)  # rows repeating each component
+    scratch = np.empty(n, dtype=bool)
+    for j in range(width):
+        column = v[:, j]
+        np.isfinite(column, out=scratch)
+        all_finite &= scratch
+        if n > 1:
+            same_j = scratch[1:]
+            np.equal(column[1:], column[:-1], out=same_j)
+            all_same[1:] &= same_j
+            repeats[j] = np.count_nonzero(same_j)
+    cond = all_same & all_finite
+    # No repeated row (a moving stream): every run is empty.
+    repeat_run = _run_length(cond) if cond.any() else np.zeros(n, dtype=np.intp)
     saturated = np.zeros(n, dtype=bool)
     # A component repeated in fewer rows than the limit cannot be pinned that long.
-    repeats = np.array([np.count_nonzero(same[:, j]) for j in range(same.shape[1])], dtype=np.intp)
     cols = np.flatnonzero(repeats >= config.saturation_samples)
     if n > 1 and cols.size:
-        pinned = same[:, cols] & (v[:, cols] != 0) & finite[:, cols]
-        saturated[1:] = ~all_same[1:] & (run_length(pinned).max(axis=1)[1:] >= config.saturation_samples)
+        sub = v[:, cols]
+        same = np.zeros(sub.shape, dtype=bool)
+        same[1:] = sub[1:] == sub[:-1]
+        pinned = same & (sub != 0) & np.isfinite(sub)
+        saturated[1:] = ~all_same[1:] & (_run_length(pinned).max(axis=1)[1:] >= config.saturation_samples)
     repeat = repeat_run + 1 >= config.frozen_samples
     rows: list[int] = []
     kinds: list[str] = []
     vals: list[float] = []
     marked = np.flatnonzero(~all_finite | saturated | repeat)
-    frac = dict(zip(marked.tolist(), np.mean(~finite[marked], axis=1).tolist(), strict=True)) if v.shape[1] else {}
+    frac = dict(zip(marked.tolist(), np.mean(~np.isfinite(v[marked]), axis=1).tolist(), strict=True)) if width else {}
     for i in marked.tolist():
         if not all_finite[i]:
             rows.append(i), kinds.append("nonfinite"), vals.append(frac[i])
