@@ -205,6 +205,7 @@ class StreamHealth:
         self._since_period = 0
         # sample_count -> (center, MAD, backwards) of the stamp intervals, from plan_jitter.
         self._jitter_table: dict[int, tuple[float, float, int]] | None = None
+        self._hold_ns = int(config.flag_hold_s * 1e9)  # read by every flags call
 
     def _sync(self) -> None:
         """Move the rows fed by plan into the deques and ``_last_values_v``."""
@@ -414,25 +415,33 @@ class StreamHealth:
         last_time_ns = self._last_time_ns
         if self._gaps or (period is not None and last_time_ns is not None
                           and (t_ns - last_time_ns) * 1e-9 > cfg.dropout_periods * period):
-            dropout = self._dropout(t_ns, int(cfg.flag_hold_s * 1e9), period, now_ns, twin, siblings)
+            dropout = self._dropout(t_ns, self._hold_ns, period, now_ns, twin, siblings)
         else:
             dropout = _INACTIVE_DROPOUT
         if dropout_only:
             return [dropout]
-        hold_ns = int(cfg.flag_hold_s * 1e9)
 
         nonfinite = _INACTIVE_NONFINITE
         frozen = _INACTIVE_FROZEN
         saturation = _INACTIVE_SATURATION
         marks = self._marks
-        # Newest first, stopping well before t: a constant stream marks every sample as
-        # a repeat, and history_s of those is thousands (stamps going back are rare, and
-        # the slack keeps the few out of order). Marks in time order end the scan at
-        # t - hold: the older ones are all out of reach. Mostly the newest is already.
-        stop_ns = t_ns - hold_ns if self._marks_sorted else t_ns - 2 * hold_ns - 1_000_000_000
-        if marks and marks[-1][0] >= stop_ns:
-            nonfinite, frozen, saturation = self._mark_flags(t_ns, hold_ns, stop_ns, other_moving)
+        if marks:
+            hold_ns = self._hold_ns
+            # Newest first, stopping well before t: a constant stream marks every sample as
+            # a repeat, and history_s of those is thousands (stamps going back are rare, and
+            # the slack keeps the few out of order). Marks in time order end the scan at
+            # t - hold: the older ones are all out of reach. Mostly the newest is already.
+            stop_ns = t_ns - hold_ns if self._marks_sorted else t_ns - 2 * hold_ns - 1_000_000_000
+            if marks[-1][0] >= stop_ns:
+                nonfinite, frozen, saturation = self._mark_flags(t_ns, hold_ns, stop_ns, other_moving)
 
+        table = self._jitter_table
+        planned = table.get(self.sample_count) if table is not None else None
+        # The usual planned statistics: no backwards stamp and a small MAD are inactive
+        # whatever the interval count (the rules below, without counting).
+        if (planned is not None and period is not None and not planned[2]
+                and planned[1] / period <= cfg.jitter_mad_ratio):
+            return [dropout, nonfinite, frozen, _INACTIVE_STAMP_JITTER, saturation]
         jitter = _INACTIVE_STAMP_JITTER
         # _stamp_interval_count, inline (moving pending rows for _jitter_stats below leaves it as it is).
         count = len(self._stamp_intervals_q)
@@ -441,7 +450,6 @@ class StreamHealth:
             if pending > 0:
                 count = min(self._stamp_intervals_q.maxlen, count + pending)  # type: ignore[type-var]
         if period is not None and count >= cfg.jitter_window // 4:
-            planned = self._jitter_table.get(self.sample_count) if self._jitter_table is not None else None
             if planned is not None:
                 center, mad, backwards = planned
             else:
