@@ -855,9 +855,10 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
         ends = before.size + refresh_pos
         periods = np.maximum(min_period, _window_medians(total, ends, window))
         # Period in effect at candidate i (0-based): the last refresh at a candidate before it
-        # (refresh k at 1-based first_refresh + 16 k; -1: the current cache).
-        which = (np.arange(cand.size) - first_refresh) // 16
-        effect = np.concatenate(([cache], periods))[which + 1]
+        # (refresh k at 1-based first_refresh + 16 k), else the current cache; runs of 16.
+        effect = np.empty(cand.size)
+        effect[:first_refresh] = cache
+        effect[first_refresh:] = np.repeat(periods, 16)[:max(0, cand.size - first_refresh)]
         bad = np.flatnonzero(~(values < dropout * effect))
         stop = int(bad[0]) if bad.size else cand.size
         appended_row_runs.append(cand[:stop])
