@@ -565,3 +565,25 @@ def test_planned_rows_refuse_a_tracker_fed_outside_the_plan() -> None:
     with pytest.raises(ConfigError, match=r"planned rows of stream 'real/joint_states' fed from row 0, "
                                           r"but its tracker holds 1 samples: it was fed outside the plan"):
         add_planned(health, plan_marks(cfg, values), 0, 10, (), (), (), values, rows)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_flags_skip_the_dropout_rules_only_where_they_raise_nothing(seed: int) -> None:
+    stamps, recvs, times, values = _pathological_stream(seed)
+    cfg = FeatureConfig(history_s=30.0)  # every gap kept: their ends must rise
+    health = StreamHealth(cfg)
+    twin = StreamHealth(cfg)
+    for i in range(stamps.size):
+        health.add(int(stamps[i]), int(recvs[i]), int(times[i]), values[i])
+        if i < 2000:  # the twin stops half-way: later silences are the stream's own
+            twin.add(int(stamps[i]), int(recvs[i]), int(times[i]), values[i])
+        if i % 7:
+            continue
+        ends = [end for _, end in health._gaps]
+        assert ends == sorted(set(ends))
+        for dt_ns in (0, 50 * MS, 99 * MS, 100 * MS, 101 * MS, 400 * MS, 2_000 * MS):
+            t = int(times[i]) + dt_ns
+            now = int(recvs[i]) + dt_ns
+            expected = health._dropout(t, health._hold_ns, health.period_s, now, twin, (twin,))
+            assert health.flags(t, now_ns=now, twin=twin, siblings=(twin,), dropout_only=True) == [expected]
+    assert health._gaps

@@ -411,10 +411,13 @@ class StreamHealth:
         if period is None or self._since_period >= 16 or not self._intervals_q:
             period = self.period_s
         # Only a gap near t or a silence past the plain limit can raise dropout (the rules
-        # of an open gap only raise the limit or zero the silence).
+        # of an open gap only raise the limit or zero the silence). Gaps end at the sample
+        # that closed them, newer than every earlier one: the last gap ends last.
         last_time_ns = self._last_time_ns
-        if self._gaps or (period is not None and last_time_ns is not None
-                          and (t_ns - last_time_ns) * 1e-9 > cfg.dropout_periods * period):
+        gaps = self._gaps
+        if (gaps and t_ns <= gaps[-1][1] + self._hold_ns) or (
+                period is not None and last_time_ns is not None
+                and (t_ns - last_time_ns) * 1e-9 > cfg.dropout_periods * period):
             dropout = self._dropout(t_ns, self._hold_ns, period, now_ns, twin, siblings)
         else:
             dropout = _INACTIVE_DROPOUT
@@ -1021,9 +1024,11 @@ def _add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, values
     health._last_stamp_ns, health._last_recv_ns, health._last_time_ns = stamp, last_recv, last_time
     health._period_cache, health._since_period = cache, since
     health._burst_silence_ns, health._burst_at_ns = burst_ns, burst_at
-    if rows.gap_rows:
-        a, b = bisect_left(rows.gap_rows, lo), bisect_left(rows.gap_rows, hi)
-        health._gaps.extend(rows.gaps[a:b])
+    gap_rows = rows.gap_rows
+    if gap_rows and gap_rows[-1] >= lo:  # (feeds move forward: past the last gap, none is left)
+        a, b = bisect_left(gap_rows, lo), bisect_left(gap_rows, hi)
+        if a < b:
+            health._gaps.extend(rows.gaps[a:b])
     health.sample_count = hi
     if marks.rows:
         a, b = bisect_left(marks.rows, lo), bisect_left(marks.rows, hi)
