@@ -587,3 +587,12 @@ def test_flags_skip_the_dropout_rules_only_where_they_raise_nothing(seed: int) -
             expected = health._dropout(t, health._hold_ns, health.period_s, now, twin, (twin,))
             assert health.flags(t, now_ns=now, twin=twin, siblings=(twin,), dropout_only=True) == [expected]
     assert health._gaps
+
+
+def test_unique_equals_numpy_on_sorted_and_unsorted_cuts() -> None:
+    from sim_real_bridge.core.features import _unique
+
+    rng = np.random.default_rng(3)
+    for values in (np.zeros(0, dtype=np.int64), np.array([5]), np.array([-1, -1, 0, 3, 3, 9]),
+                   np.sort(rng.integers(-2, 50, 200)), rng.integers(-2, 50, 200)):
+        assert np.array_equal(_unique(values), np.unique(values))

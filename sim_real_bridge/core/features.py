@@ -158,6 +158,14 @@ def _constant_windows(values: np.ndarray, starts: np.ndarray, size: int) -> np.n
     return changes[starts + size - 1] == changes[starts]
 
 
+def _unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of a 1-D integer array; without its sort when already non-decreasing
+    (the usual tick cuts)."""
+    if values.size > 1 and bool((values[1:] >= values[:-1]).all()):
+        return values[np.concatenate(([True], values[1:] != values[:-1]))]
+    return np.unique(values)
+
+
 def _clip01(x: float) -> float:
     return float(min(1.0, max(0.0, x)))
 
@@ -703,7 +711,7 @@ def plan_jitter(health: StreamHealth, stamps_ns: np.ndarray, counts: np.ndarray)
     size = int(health.config.jitter_window)
     stamps = np.asarray(stamps_ns, dtype=np.int64)
     ds = np.diff(stamps).astype(np.float64) * 1e-9
-    m = np.unique(np.asarray(counts, dtype=np.int64))
+    m = _unique(np.asarray(counts, dtype=np.int64).ravel())
     m = m[(m - 1 >= size) & (m <= stamps.size)]
     table = dict(health._jitter_table or {})
     if m.size:
@@ -754,11 +762,7 @@ class HealthRows:
 
     def prepare(self, rows: np.ndarray) -> None:
         """Compute :meth:`state` after each of ``rows`` at once."""
-        i = np.asarray(rows, dtype=np.int64).ravel()
-        if i.size > 1 and bool((i[1:] >= i[:-1]).all()):  # the usual ascending cuts: np.unique without its sort
-            i = i[np.concatenate(([True], i[1:] != i[:-1]))]
-        else:
-            i = np.unique(i)
+        i = _unique(np.asarray(rows, dtype=np.int64).ravel())
         i = i[i >= 0]
         if not i.size:
             return
