@@ -264,12 +264,34 @@ def test_planned_jitter_of_steady_stuck_and_backwards_clocks() -> None:
     assert {(True, 0), (True, size), (False, 0)} <= kinds  # steady, stuck or backwards, and mixed windows
 
 
-@pytest.mark.parametrize("width", [0, 1, 6, 14])
-def test_all_columns_equals_numpy(width: int) -> None:
-    from sim_real_bridge.core.features import _all_columns
+@pytest.mark.parametrize("width", [1, 6, 14])
+@pytest.mark.parametrize("strided", [False, True])
+def test_planned_marks_equal_the_marks_add_records(width: int, strided: bool) -> None:
+    from sim_real_bridge.core.features import plan_marks
 
-    flags = np.random.default_rng(width).random((500, width)) < 0.9
-    assert np.array_equal(_all_columns(flags), flags.all(axis=1))
+    cfg = FeatureConfig(frozen_samples=4, saturation_samples=6)
+    rng = np.random.default_rng(width)
+    n = 400
+    block = rng.normal(size=(n, width + 3))
+    values = block[:, :width] if strided else np.ascontiguousarray(block[:, :width])  # the engine's are strided
+    values[50:60] = values[49]  # every component repeated: frozen
+    values[100:130, 0] = 2.5  # one pinned: saturation
+    values[140:150, 0] = 0.0  # pinned at zero: not saturation
+    values[200:203, -1] = np.nan  # nonfinite
+    values[300:310] = values[299]
+    values[305, 0] = np.inf  # a nonfinite row inside a repeat run
+    values[350:360, 0] = -0.0
+    values[355, 0] = 0.0  # equal to -0.0
+    health = StreamHealth(cfg)
+    for i in range(n):
+        health.add(i * PERIOD, i * PERIOD + MS, i * PERIOD, values[i].copy())
+    marks = plan_marks(cfg, values)
+    planned = [(i * PERIOD, kind, value) for i, kind, value in zip(marks.rows, marks.kinds, marks.values, strict=True)]
+    expected = [m for m in health._marks]
+    assert [m[:2] for m in planned] == [m[:2] for m in expected]
+    assert np.array_equal([m[2] for m in planned], [m[2] for m in expected])
+    # (one component pinned is the whole row repeated: no saturation)
+    assert ({"nonfinite", "repeat", "saturation"} if width > 1 else {"nonfinite", "repeat"}) <= set(marks.kinds)
 
 
 def test_prepared_states_do_not_depend_on_the_order_of_the_rows() -> None:
@@ -543,3 +565,34 @@ def test_planned_rows_refuse_a_tracker_fed_outside_the_plan() -> None:
     with pytest.raises(ConfigError, match=r"planned rows of stream 'real/joint_states' fed from row 0, "
                                           r"but its tracker holds 1 samples: it was fed outside the plan"):
         add_planned(health, plan_marks(cfg, values), 0, 10, (), (), (), values, rows)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_flags_skip_the_dropout_rules_only_where_they_raise_nothing(seed: int) -> None:
+    stamps, recvs, times, values = _pathological_stream(seed)
+    cfg = FeatureConfig(history_s=30.0)  # every gap kept: their ends must rise
+    health = StreamHealth(cfg)
+    twin = StreamHealth(cfg)
+    for i in range(stamps.size):
+        health.add(int(stamps[i]), int(recvs[i]), int(times[i]), values[i])
+        if i < 2000:  # the twin stops half-way: later silences are the stream's own
+            twin.add(int(stamps[i]), int(recvs[i]), int(times[i]), values[i])
+        if i % 7:
+            continue
+        ends = [end for _, end in health._gaps]
+        assert ends == sorted(set(ends))
+        for dt_ns in (0, 50 * MS, 99 * MS, 100 * MS, 101 * MS, 400 * MS, 2_000 * MS):
+            t = int(times[i]) + dt_ns
+            now = int(recvs[i]) + dt_ns
+            expected = health._dropout(t, health._hold_ns, health.period_s, now, twin, (twin,))
+            assert health.flags(t, now_ns=now, twin=twin, siblings=(twin,), dropout_only=True) == [expected]
+    assert health._gaps
+
+
+def test_unique_equals_numpy_on_sorted_and_unsorted_cuts() -> None:
+    from sim_real_bridge.core.features import _unique
+
+    rng = np.random.default_rng(3)
+    for values in (np.zeros(0, dtype=np.int64), np.array([5]), np.array([-1, -1, 0, 3, 3, 9]),
+                   np.sort(rng.integers(-2, 50, 200)), rng.integers(-2, 50, 200)):
+        assert np.array_equal(_unique(values), np.unique(values))

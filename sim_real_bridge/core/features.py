@@ -158,6 +158,14 @@ def _constant_windows(values: np.ndarray, starts: np.ndarray, size: int) -> np.n
     return changes[starts + size - 1] == changes[starts]
 
 
+def _unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` of a 1-D integer array; without its sort when already non-decreasing
+    (the usual tick cuts)."""
+    if values.size > 1 and bool((values[1:] >= values[:-1]).all()):
+        return values[np.concatenate(([True], values[1:] != values[:-1]))]
+    return np.unique(values)
+
+
 def _clip01(x: float) -> float:
     return float(min(1.0, max(0.0, x)))
 
@@ -205,6 +213,7 @@ class StreamHealth:
         self._since_period = 0
         # sample_count -> (center, MAD, backwards) of the stamp intervals, from plan_jitter.
         self._jitter_table: dict[int, tuple[float, float, int]] | None = None
+        self._hold_ns = int(config.flag_hold_s * 1e9)  # read by every flags call
 
     def _sync(self) -> None:
         """Move the rows fed by plan into the deques and ``_last_values_v``."""
@@ -410,29 +419,40 @@ class StreamHealth:
         if period is None or self._since_period >= 16 or not self._intervals_q:
             period = self.period_s
         # Only a gap near t or a silence past the plain limit can raise dropout (the rules
-        # of an open gap only raise the limit or zero the silence).
+        # of an open gap only raise the limit or zero the silence). Gaps end at the sample
+        # that closed them, newer than every earlier one: the last gap ends last.
         last_time_ns = self._last_time_ns
-        if self._gaps or (period is not None and last_time_ns is not None
-                          and (t_ns - last_time_ns) * 1e-9 > cfg.dropout_periods * period):
-            dropout = self._dropout(t_ns, int(cfg.flag_hold_s * 1e9), period, now_ns, twin, siblings)
+        gaps = self._gaps
+        if (gaps and t_ns <= gaps[-1][1] + self._hold_ns) or (
+                period is not None and last_time_ns is not None
+                and (t_ns - last_time_ns) * 1e-9 > cfg.dropout_periods * period):
+            dropout = self._dropout(t_ns, self._hold_ns, period, now_ns, twin, siblings)
         else:
             dropout = _INACTIVE_DROPOUT
         if dropout_only:
             return [dropout]
-        hold_ns = int(cfg.flag_hold_s * 1e9)
 
         nonfinite = _INACTIVE_NONFINITE
         frozen = _INACTIVE_FROZEN
         saturation = _INACTIVE_SATURATION
         marks = self._marks
-        # Newest first, stopping well before t: a constant stream marks every sample as
-        # a repeat, and history_s of those is thousands (stamps going back are rare, and
-        # the slack keeps the few out of order). Marks in time order end the scan at
-        # t - hold: the older ones are all out of reach. Mostly the newest is already.
-        stop_ns = t_ns - hold_ns if self._marks_sorted else t_ns - 2 * hold_ns - 1_000_000_000
-        if marks and marks[-1][0] >= stop_ns:
-            nonfinite, frozen, saturation = self._mark_flags(t_ns, hold_ns, stop_ns, other_moving)
+        if marks:
+            hold_ns = self._hold_ns
+            # Newest first, stopping well before t: a constant stream marks every sample as
+            # a repeat, and history_s of those is thousands (stamps going back are rare, and
+            # the slack keeps the few out of order). Marks in time order end the scan at
+            # t - hold: the older ones are all out of reach. Mostly the newest is already.
+            stop_ns = t_ns - hold_ns if self._marks_sorted else t_ns - 2 * hold_ns - 1_000_000_000
+            if marks[-1][0] >= stop_ns:
+                nonfinite, frozen, saturation = self._mark_flags(t_ns, hold_ns, stop_ns, other_moving)
 
+        table = self._jitter_table
+        planned = table.get(self.sample_count) if table is not None else None
+        # The usual planned statistics: no backwards stamp and a small MAD are inactive
+        # whatever the interval count (the rules below, without counting).
+        if (planned is not None and period is not None and not planned[2]
+                and planned[1] / period <= cfg.jitter_mad_ratio):
+            return [dropout, nonfinite, frozen, _INACTIVE_STAMP_JITTER, saturation]
         jitter = _INACTIVE_STAMP_JITTER
         # _stamp_interval_count, inline (moving pending rows for _jitter_stats below leaves it as it is).
         count = len(self._stamp_intervals_q)
@@ -441,7 +461,6 @@ class StreamHealth:
             if pending > 0:
                 count = min(self._stamp_intervals_q.maxlen, count + pending)  # type: ignore[type-var]
         if period is not None and count >= cfg.jitter_window // 4:
-            planned = self._jitter_table.get(self.sample_count) if self._jitter_table is not None else None
             if planned is not None:
                 center, mad, backwards = planned
             else:
@@ -625,51 +644,52 @@ class HealthMarks:
     values: list[float]
 
 
-def _all_columns(flags: np.ndarray) -> np.ndarray:
-    """``flags.all(axis=1)`` of a 2-D boolean array, column by column: a reduction along
-    rows of a few elements is several times slower than a few passes over columns."""
-    if not flags.shape[1]:
-        return np.ones(flags.shape[0], dtype=bool)
-    out = flags[:, 0].copy()
-    for j in range(1, flags.shape[1]):
-        out &= flags[:, j]
-    return out
+def _run_length(cond: np.ndarray) -> np.ndarray:
+    """Length of the run of True ending at each row of ``cond`` (along axis 0)."""
+    idx = np.arange(cond.shape[0]).reshape((-1,) + (1,) * (cond.ndim - 1))
+    last_false = np.maximum.accumulate(np.where(cond, -1, idx), axis=0)
+    return np.where(cond, idx - last_false, 0)
 
 
 def plan_marks(config: FeatureConfig, values: np.ndarray) -> HealthMarks:
     """The nonfinite, saturation and repeat marks of rows ``values`` (n, w) fed in order
     to a fresh :class:`StreamHealth`, computed on whole columns (same rules as ``add``)."""
     v = np.asarray(values, dtype=float)
-    n = v.shape[0]
-    finite = np.isfinite(v)
-    all_finite = _all_columns(finite)
-    idx = np.arange(n)
-    same = np.zeros_like(finite)
-    if n > 1:
-        same[1:] = v[1:] == v[:-1]
-    all_same = _all_columns(same)
-    all_same[0] = False
-
-    def run_length(cond: np.ndarray) -> np.ndarray:
-        # Length of the run of True ending at each row (along axis 0).
-        shape = (-1,) + (1,) * (cond.ndim - 1)
-        last_false = np.maximum.accumulate(np.where(cond, -1, idx.reshape(shape)), axis=0)
-        return np.where(cond, idx.reshape(shape) - last_false, 0)
-
-    repeat_run = run_length(all_same & all_finite)
+    n, width = v.shape
+    # Column by column, into 1-D accumulators: a comparison of the (often strided) 2-D
+    # block and reductions along its short rows cost more than passes over single columns.
+    all_finite = np.ones(n, dtype=bool)
+    all_same = np.ones(n, dtype=bool)
+    all_same[0:1] = False
+    repeats = np.zeros(width, dtype=np.intp)  # rows repeating each component
+    scratch = np.empty(n, dtype=bool)
+    for j in range(width):
+        column = v[:, j]
+        np.isfinite(column, out=scratch)
+        all_finite &= scratch
+        if n > 1:
+            same_j = scratch[1:]
+            np.equal(column[1:], column[:-1], out=same_j)
+            all_same[1:] &= same_j
+            repeats[j] = np.count_nonzero(same_j)
+    cond = all_same & all_finite
+    # No repeated row (a moving stream): every run is empty.
+    repeat_run = _run_length(cond) if cond.any() else np.zeros(n, dtype=np.intp)
     saturated = np.zeros(n, dtype=bool)
     # A component repeated in fewer rows than the limit cannot be pinned that long.
-    repeats = np.array([np.count_nonzero(same[:, j]) for j in range(same.shape[1])], dtype=np.intp)
     cols = np.flatnonzero(repeats >= config.saturation_samples)
     if n > 1 and cols.size:
-        pinned = same[:, cols] & (v[:, cols] != 0) & finite[:, cols]
-        saturated[1:] = ~all_same[1:] & (run_length(pinned).max(axis=1)[1:] >= config.saturation_samples)
+        sub = v[:, cols]
+        same = np.zeros(sub.shape, dtype=bool)
+        same[1:] = sub[1:] == sub[:-1]
+        pinned = same & (sub != 0) & np.isfinite(sub)
+        saturated[1:] = ~all_same[1:] & (_run_length(pinned).max(axis=1)[1:] >= config.saturation_samples)
     repeat = repeat_run + 1 >= config.frozen_samples
     rows: list[int] = []
     kinds: list[str] = []
     vals: list[float] = []
     marked = np.flatnonzero(~all_finite | saturated | repeat)
-    frac = dict(zip(marked.tolist(), np.mean(~finite[marked], axis=1).tolist(), strict=True)) if v.shape[1] else {}
+    frac = dict(zip(marked.tolist(), np.mean(~np.isfinite(v[marked]), axis=1).tolist(), strict=True)) if width else {}
     for i in marked.tolist():
         if not all_finite[i]:
             rows.append(i), kinds.append("nonfinite"), vals.append(frac[i])
@@ -691,7 +711,7 @@ def plan_jitter(health: StreamHealth, stamps_ns: np.ndarray, counts: np.ndarray)
     size = int(health.config.jitter_window)
     stamps = np.asarray(stamps_ns, dtype=np.int64)
     ds = np.diff(stamps).astype(np.float64) * 1e-9
-    m = np.unique(np.asarray(counts, dtype=np.int64))
+    m = _unique(np.asarray(counts, dtype=np.int64).ravel())
     m = m[(m - 1 >= size) & (m <= stamps.size)]
     table = dict(health._jitter_table or {})
     if m.size:
@@ -742,11 +762,7 @@ class HealthRows:
 
     def prepare(self, rows: np.ndarray) -> None:
         """Compute :meth:`state` after each of ``rows`` at once."""
-        i = np.asarray(rows, dtype=np.int64).ravel()
-        if i.size > 1 and bool((i[1:] >= i[:-1]).all()):  # the usual ascending cuts: np.unique without its sort
-            i = i[np.concatenate(([True], i[1:] != i[:-1]))]
-        else:
-            i = np.unique(i)
+        i = _unique(np.asarray(rows, dtype=np.int64).ravel())
         i = i[i >= 0]
         if not i.size:
             return
@@ -846,9 +862,10 @@ def plan_rows(config: FeatureConfig, stamps_ns: np.ndarray, recvs_ns: np.ndarray
         ends = before.size + refresh_pos
         periods = np.maximum(min_period, _window_medians(total, ends, window))
         # Period in effect at candidate i (0-based): the last refresh at a candidate before it
-        # (refresh k at 1-based first_refresh + 16 k; -1: the current cache).
-        which = (np.arange(cand.size) - first_refresh) // 16
-        effect = np.concatenate(([cache], periods))[which + 1]
+        # (refresh k at 1-based first_refresh + 16 k), else the current cache; runs of 16.
+        effect = np.empty(cand.size)
+        effect[:first_refresh] = cache
+        effect[first_refresh:] = np.repeat(periods, 16)[:max(0, cand.size - first_refresh)]
         bad = np.flatnonzero(~(values < dropout * effect))
         stop = int(bad[0]) if bad.size else cand.size
         appended_row_runs.append(cand[:stop])
@@ -1011,9 +1028,11 @@ def _add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, values
     health._last_stamp_ns, health._last_recv_ns, health._last_time_ns = stamp, last_recv, last_time
     health._period_cache, health._since_period = cache, since
     health._burst_silence_ns, health._burst_at_ns = burst_ns, burst_at
-    if rows.gap_rows:
-        a, b = bisect_left(rows.gap_rows, lo), bisect_left(rows.gap_rows, hi)
-        health._gaps.extend(rows.gaps[a:b])
+    gap_rows = rows.gap_rows
+    if gap_rows and gap_rows[-1] >= lo:  # (feeds move forward: past the last gap, none is left)
+        a, b = bisect_left(gap_rows, lo), bisect_left(gap_rows, hi)
+        if a < b:
+            health._gaps.extend(rows.gaps[a:b])
     health.sample_count = hi
     if marks.rows:
         a, b = bisect_left(marks.rows, lo), bisect_left(marks.rows, hi)
