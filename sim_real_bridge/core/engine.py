@@ -785,7 +785,9 @@ class _ClockMap:
             if min(500, plan.fed) <= 2:
                 return 0.0
             if self._spread_cache is None or self._count - self._spread_at >= 100:
-                self._spread_cache = _std(plan.delays[max(0, plan.fed - 500):plan.fed]) * 1e-9
+                if plan.delays_f is None:
+                    plan.delays_f = plan.delays.astype(float)  # (np.std converts the same way)
+                self._spread_cache = _std(plan.delays_f[max(0, plan.fed - 500):plan.fed]) * 1e-9
                 self._spread_at = self._count
             return self._spread_cache
         if len(self._delays) <= 2:
@@ -810,6 +812,7 @@ class _ClockPlan:
     fed: int = 0
     synced: int = 0
     row_lists: list[list[int]] | None = None
+    delays_f: np.ndarray | None = None  # the delays as floats, made when the spread first reads them
 
 
 class _Pure:
