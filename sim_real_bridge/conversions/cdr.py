@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import struct
 from types import SimpleNamespace
 from collections.abc import Callable, Sequence
@@ -242,12 +243,25 @@ def _fill(template: bytes, fields: Sequence[tuple[int, np.ndarray]]) -> list[byt
     out = np.tile(np.frombuffer(template, dtype=np.uint8), (n, 1))
     for offset, block in fields:
         out[:, offset:offset + block.shape[1]] = block
-    return [row.tobytes() for row in out]
+    data, size = out.tobytes(), out.shape[1]
+    return [data[start:start + size] for start in range(0, len(data), size)]
+
+
+def _rows(values: list[Any]) -> np.ndarray:
+    """``np.array(values, dtype=float)`` of a list of rows; rows that are 1-D and of one
+    length are joined by one concatenate (np.array converts them one by one)."""
+    try:
+        flat = np.concatenate(values) if len(set(map(len, values))) == 1 else None
+    except (TypeError, ValueError):  # scalar rows
+        flat = None
+    if flat is not None and flat.ndim == 1:
+        return np.asarray(flat, dtype=float).reshape(len(values), len(values[0]))
+    return np.array(values, dtype=float)
 
 
 def _stack(records: Sequence[Any], name: str, width: int) -> np.ndarray:
     """The first ``width`` values of field ``name`` of every record, (n, width) float64."""
-    return np.array([getattr(r, name) for r in records], dtype=float)[:, :width]
+    return _rows(list(map(operator.attrgetter(name), records)))[:, :width]
 
 
 def _scalars(records: Sequence[Any], *names: str, dtype: Any = float) -> np.ndarray:
@@ -256,7 +270,7 @@ def _scalars(records: Sequence[Any], *names: str, dtype: Any = float) -> np.ndar
     A flat list per field, not a list per record: thousands of small lists would set off
     the garbage collector's full passes over a large heap.
     """
-    return np.column_stack([np.array([getattr(r, name) for r in records], dtype=dtype) for name in names])
+    return np.column_stack([np.array(list(map(operator.attrgetter(name), records)), dtype=dtype) for name in names])
 
 
 def _batch(records: Sequence[Any], write_one: Callable[..., bytes], frame_id: str,
@@ -296,7 +310,7 @@ def joint_divergence_cdr_many(records: Sequence[Any], frame_id: str = "") -> lis
         fields = [(marks["stamp"][0], stamps)]
         for name in ("position_residual_rad", "velocity_residual_rad_s", "effort_residual"):
             if name in marks:  # empty sequences have no values to fill
-                fields.append((marks[name][0], _f64_bytes([getattr(r, name) for r in picked], n)))
+                fields.append((marks[name][0], _f64_bytes(_rows(list(map(operator.attrgetter(name), picked))), n)))
         fields.append((marks["timing"][0], _f64_bytes(
             _scalars(picked, "clock_offset_s", "clock_offset_std_s", "latency_s", "latency_std_s"), n)))
         fields.append((marks["compensated"][0],
