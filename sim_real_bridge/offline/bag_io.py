@@ -595,6 +595,12 @@ def _walked_chunk_messages(
     return tuple(np.asarray(column, dtype=np.int64) for column in found)  # type: ignore[return-value]
 
 
+def _words(buf: np.ndarray, dtype: str) -> np.ndarray:
+    """``buf`` (contiguous bytes) read as ``dtype`` values starting at every byte offset."""
+    size = np.dtype(dtype).itemsize
+    return np.ndarray((max(buf.size - size + 1, 0),), dtype=dtype, buffer=buf, strides=(1,))
+
+
 def _check_entries(
     buf: np.ndarray, chunks: Sequence[Any], chunk_of: np.ndarray, bases: np.ndarray, channel: np.ndarray,
     log_time: np.ndarray, offset: np.ndarray,
@@ -608,13 +614,16 @@ def _check_entries(
     usize = np.asarray([c.uncompressed_size for c in chunks], dtype=np.int64)[chunk_of]
     inside = (offset >= 0) & (offset + _MESSAGE_HEAD <= usize)
     where = bases[chunk_of] + np.where(inside, offset, 0)
-    head = sliding_window_view(buf, 23)[where]  # opcode, length, channel, sequence, log time
-    length = head[:, 1:9].view("<u8").ravel().astype(np.int64)
+    if where.size and int(where.max()) > buf.size - 23:  # past the last opcode .. log time
+        raise ValueError("a message index entry points past the chunks' records")
+    # Each field gathered by itself: a gather of whole heads copies bytes the check never reads.
+    words = _words(buf, "<i8")
+    length = words[where + 1]
     bad = (
         ~inside
-        | (head[:, 0] != 0x05)
-        | (head[:, 9:11].view("<u2").ravel() != channel)
-        | (head[:, 15:23].view("<u8").ravel().astype(np.int64) != log_time)
+        | (buf[where] != 0x05)
+        | (_words(buf, "<u2")[where + 9] != channel)
+        | (words[where + 15] != log_time)
         | (length < _MESSAGE_HEAD - 9)
         | (length > usize - offset - 9)
     )
