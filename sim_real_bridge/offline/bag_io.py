@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
@@ -396,13 +396,15 @@ class BagSet:
 
     def read_all(
         self, column_topics: Sequence[str], message_topics: Sequence[str], start_ns: int | None = None,
-        stop_ns: int | None = None,
+        stop_ns: int | None = None, parsers: Mapping[str, Callable[[bytes], Any]] | None = None,
     ) -> tuple[dict[str, Columns], dict[str, list[tuple[int, Any]]]]:
         """:meth:`read_many` of ``column_topics`` and every message of ``message_topics``
         (as :meth:`iter_messages` yields them, possibly none), reading each bag once.
 
         A small topic read on its own costs a pass over every chunk that holds it,
         which in a recording is nearly every chunk: one pass serves all topics.
+        ``parsers`` (by topic) turn a message's bytes into what the caller wants of it,
+        or None: that message is deserialized by rosbags as usual.
         """
         decoders = self._decoders(column_topics)
         kinds = {t: self._info(t).msgtype for t in message_topics}
@@ -411,8 +413,12 @@ class BagSet:
         columns = {topic: decoders[topic](self, topic, raw[topic]) for topic in decoders}
         messages = {}
         for topic, msgtype in kinds.items():
-            messages[topic] = [(stamp, self._deserialize(raw[topic][i], msgtype, topic))
-                               for i, stamp in enumerate(raw[topic].recv_ns.tolist())]
+            parse = (parsers or {}).get(topic)
+            got = messages[topic] = []
+            for i, stamp in enumerate(raw[topic].recv_ns.tolist()):
+                data = raw[topic][i]
+                parsed = None if parse is None else parse(data)
+                got.append((stamp, self._deserialize(data, msgtype, topic) if parsed is None else parsed))
         return columns, messages
 
     def _deserialize(self, data: bytes, msgtype: str, topic: str) -> Any:
