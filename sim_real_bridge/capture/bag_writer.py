@@ -21,6 +21,7 @@ import errno
 import os
 import shutil
 import struct
+import threading
 import weakref
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -30,6 +31,7 @@ from types import TracebackType
 from typing import Any
 
 import numpy as np
+import rosbags.rosbag2.writer as rosbags_writer
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.rosbag2.enums import CompressionMode
 from rosbags.rosbag2.errors import WriterError
@@ -39,6 +41,7 @@ from rosbags.rosbag2.storage_mcap import write_uint32, write_uint64
 from rosbags.rosbag2.writer import zstd as rosbags_zstd  # what rosbags compresses messages with
 from rosbags.typesys import get_types_from_msg
 from rosbags.typesys.store import Typestore
+from ruamel.yaml import YAML
 
 from sim_real_bridge.errors import SnapshotError
 
@@ -213,10 +216,62 @@ def _index_bytes(msgs: Sequence[tuple[int, int] | np.ndarray]) -> bytes:
     return b"".join(part.tobytes() for part in parts)
 
 
+#: What a :class:`_Writer` on this thread is doing while rosbags' code dumps YAML.
+_YAML_HOOK = threading.local()
+
+
+class _WriterYAML(YAML):
+    """ruamel's YAML, as rosbags' writer module makes it, with shortcuts inside :class:`_Writer`.
+
+    rosbags dumps YAML with pure-Python ruamel: an empty QoS list per connection, and
+    the bag's metadata twice on close (metadata.yaml, and the copy embedded in the MCAP
+    file). Inside a :class:`_Writer` call an empty list is written as ruamel writes it,
+    and the metadata.yaml text is not made when the writer drops that file. Elsewhere
+    this is ruamel's YAML unchanged.
+    """
+
+    def dump(self, data: Any, stream: Any = None, *, transform: Any = None) -> Any:
+        """ruamel's ``dump``, or its output without running it (see the class)."""
+        writer = getattr(_YAML_HOOK, "writer", None)
+        if writer is not None and stream is not None and transform is None:
+            if isinstance(data, list) and not data and not self.explicit_start:
+                stream.write("[]\n")
+                return None
+            if writer.drop_metadata_file and isinstance(data, dict) and list(data) == ["rosbag2_bagfile_information"]:
+                return None
+        return super().dump(data, stream, transform=transform)
+
+
+# rosbags' writer module makes its YAML by this name when it dumps.
+rosbags_writer.YAML = _WriterYAML
+
+
 class _Writer(Writer):
-    """rosbags' rosbag2 Writer with :meth:`write_many` (MCAP storage)."""
+    """rosbags' rosbag2 Writer with :meth:`write_many` (MCAP storage).
+
+    Attributes:
+        drop_metadata_file: the caller throws metadata.yaml away (a single-file bag), so
+            its text is not made; the metadata embedded in the MCAP file is.
+    """
 
     STORAGE_PLUGINS = {**Writer.STORAGE_PLUGINS, StoragePlugin.MCAP: _McapStorage}
+    drop_metadata_file: bool = False
+
+    def add_connection(self, *args: Any, **kwargs: Any) -> Any:
+        """rosbags' ``add_connection``, its QoS YAML dumped by :class:`_WriterYAML`."""
+        _YAML_HOOK.writer = self
+        try:
+            return super().add_connection(*args, **kwargs)
+        finally:
+            _YAML_HOOK.writer = None
+
+    def close(self) -> None:
+        """rosbags' ``close``, its YAML dumped by :class:`_WriterYAML`."""
+        _YAML_HOOK.writer = self
+        try:
+            super().close()
+        finally:
+            _YAML_HOOK.writer = None
 
     def write_many(self, channel_ids: np.ndarray, timestamps: np.ndarray, datas: Sequence[bytes | memoryview]
                    ) -> None:
@@ -296,6 +351,7 @@ class BagWriter:
                 shutil.rmtree(self._work_dir)
             self._work_dir.mkdir()
             writer = _Writer(self._bag_dir, version=ROSBAG2_VERSION, storage_plugin=StoragePlugin.MCAP)
+            writer.drop_metadata_file = self.single_file
             writer.open()
         except OSError as exc:
             self._discard()

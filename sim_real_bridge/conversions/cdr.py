@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import struct
 from types import SimpleNamespace
 from collections.abc import Callable, Sequence
@@ -242,12 +243,25 @@ def _fill(template: bytes, fields: Sequence[tuple[int, np.ndarray]]) -> list[byt
     out = np.tile(np.frombuffer(template, dtype=np.uint8), (n, 1))
     for offset, block in fields:
         out[:, offset:offset + block.shape[1]] = block
-    return [row.tobytes() for row in out]
+    data, size = out.tobytes(), out.shape[1]
+    return [data[start:start + size] for start in range(0, len(data), size)]
+
+
+def _rows(values: list[Any]) -> np.ndarray:
+    """``np.array(values, dtype=float)`` of a list of rows; rows that are 1-D and of one
+    length are joined by one concatenate (np.array converts them one by one)."""
+    try:
+        flat = np.concatenate(values) if len(set(map(len, values))) == 1 else None
+    except (TypeError, ValueError):  # scalar rows
+        flat = None
+    if flat is not None and flat.ndim == 1:
+        return np.asarray(flat, dtype=float).reshape(len(values), len(values[0]))
+    return np.array(values, dtype=float)
 
 
 def _stack(records: Sequence[Any], name: str, width: int) -> np.ndarray:
     """The first ``width`` values of field ``name`` of every record, (n, width) float64."""
-    return np.array([getattr(r, name) for r in records], dtype=float)[:, :width]
+    return _rows(list(map(operator.attrgetter(name), records)))[:, :width]
 
 
 def _scalars(records: Sequence[Any], *names: str, dtype: Any = float) -> np.ndarray:
@@ -256,7 +270,7 @@ def _scalars(records: Sequence[Any], *names: str, dtype: Any = float) -> np.ndar
     A flat list per field, not a list per record: thousands of small lists would set off
     the garbage collector's full passes over a large heap.
     """
-    return np.column_stack([np.array([getattr(r, name) for r in records], dtype=dtype) for name in names])
+    return np.column_stack([np.array(list(map(operator.attrgetter(name), records)), dtype=dtype) for name in names])
 
 
 def _batch(records: Sequence[Any], write_one: Callable[..., bytes], frame_id: str,
@@ -296,7 +310,7 @@ def joint_divergence_cdr_many(records: Sequence[Any], frame_id: str = "") -> lis
         fields = [(marks["stamp"][0], stamps)]
         for name in ("position_residual_rad", "velocity_residual_rad_s", "effort_residual"):
             if name in marks:  # empty sequences have no values to fill
-                fields.append((marks[name][0], _f64_bytes([getattr(r, name) for r in picked], n)))
+                fields.append((marks[name][0], _f64_bytes(_rows(list(map(operator.attrgetter(name), picked))), n)))
         fields.append((marks["timing"][0], _f64_bytes(
             _scalars(picked, "clock_offset_s", "clock_offset_std_s", "latency_s", "latency_std_s"), n)))
         fields.append((marks["compensated"][0],
@@ -509,3 +523,140 @@ def divergence_markers_cdr_many(records: Sequence[Any], open_categories: Sequenc
         _marker_text(message, _markers_label(record, categories))
         out.append(bytes(message.buf))
     return out
+
+
+
+_U32 = struct.Struct("<I")
+_TIME = struct.Struct("<iI")
+_NS_PER_S = 1_000_000_000
+
+
+def _cdr_string(body: bytes, pos: int) -> tuple[str, int] | None:
+    """(string, position after it) at ``pos`` (aligned); None where rosbags refuses it."""
+    (size,) = _U32.unpack_from(body, pos)
+    end = pos + 4 + size
+    if size < 1 or end > len(body) or body[end - 1] != 0:
+        return None
+    return body[pos + 4 : end - 1].decode(), end
+
+
+def _point_layout(body: bytes, pos: int, max_count: int) -> tuple[list[tuple[int, int, int]], int, int] | None:
+    """A JointTrajectoryPoint at ``pos``: (count position, values offset, count) of its four
+    float64 sequences, its time_from_start offset and the end; None where rosbags refuses it."""
+    arrays = []
+    for _ in range(4):
+        at = (pos + 3) & -4
+        (count,) = _U32.unpack_from(body, at)
+        pos = at + 4
+        if pos + 8 * count > len(body) or count > max_count:
+            return None
+        if count:  # rosbags aligns float64 values only when there are some
+            pos = (pos + 7) & -8
+        arrays.append((at, pos, count))
+        pos += 8 * count
+    pos = (pos + 3) & -4
+    if pos + 8 > len(body):
+        return None
+    return arrays, pos, pos + 8
+
+
+def _point_starts(body: bytes, pos: int, n_points: int, max_count: int
+                  ) -> tuple[np.ndarray, np.ndarray, list[int], int] | None:
+    """Where ``n_points`` JointTrajectoryPoints start from ``pos`` when each is laid out as
+    the first point that starts at its alignment (start % 8: a float64 sequence pads by
+    it): (starts, per alignment 0/4 the point's 4 count positions, 4 value offsets and
+    time offset from its start, the sequence lengths, the end); None for points that differ
+    in their sequence lengths or that rosbags refuses. The caller checks every point's counts.
+    """
+    layouts: dict[int, tuple[list[int], int]] = {}
+    starts = []
+    counts: list[int] | None = None
+    at = pos
+    for _ in range(n_points):
+        at = (at + 3) & -4
+        if at & 4 not in layouts:
+            layout = _point_layout(body, at, max_count)
+            if layout is None:
+                return None
+            arrays, time_at, end = layout
+            if counts is None:
+                counts = [n for _, _, n in arrays]
+            elif counts != [n for _, _, n in arrays]:
+                return None
+            layouts[at & 4] = ([*(c - at for c, _, _ in arrays), *(v - at for _, v, _ in arrays), time_at - at],
+                               end - at)
+        starts.append(at)
+        at += layouts[at & 4][1]
+    if at > len(body) or counts is None:
+        return None
+    table = np.zeros((2, 9), dtype=np.int64)
+    for key, (offsets, _) in layouts.items():
+        table[key >> 2] = offsets
+    return np.asarray(starts, dtype=np.int64), table, counts, at
+
+
+def _at_offsets(body: np.ndarray, dtype: str, offsets: np.ndarray) -> np.ndarray:
+    """The ``dtype`` values of ``body`` (bytes) that start at byte ``offsets``."""
+    size = np.dtype(dtype).itemsize
+    return np.ndarray((body.size - size + 1,), dtype=dtype, buffer=body, strides=(1,))[offsets]
+
+
+def joint_trajectory_data_from_cdr(data: bytes, max_sequence_length: int) -> Any | None:
+    """trajectory_msgs/msg/JointTrajectory CDR bytes to the JointTrajectoryData that
+    ``joint_trajectory_to_data`` makes of rosbags' message, its points read with numpy.
+
+    rosbags builds objects and arrays point by point. This takes messages (little
+    endian) whose points all have the first point's sequence lengths and a size that is a
+    multiple of 8 bytes (every point then aligns alike); None for any other message or
+    one rosbags would refuse: deserialize those with rosbags.
+    """
+    from sim_real_bridge.sim.trajectory import JointTrajectoryData, TrajectoryPoint  # noqa: PLC0415
+
+    if len(data) < 4 or bytes(data[:2]) != b"\x00\x01":
+        return None
+    body = bytes(data[4:])
+    try:
+        sec, nanosec = _TIME.unpack_from(body, 0)
+        frame = _cdr_string(body, 8)
+        if frame is None:
+            return None
+        pos = (frame[1] + 3) & -4
+        (count,) = _U32.unpack_from(body, pos)
+        pos += 4
+        if pos + 5 * count > len(body) or count > max_sequence_length:
+            return None
+        names = []
+        for _ in range(count):
+            name = _cdr_string(body, (pos + 3) & -4)
+            if name is None:
+                return None
+            names.append(name[0])
+            pos = name[1]
+        pos = (pos + 3) & -4
+        (n_points,) = _U32.unpack_from(body, pos)
+        pos += 4
+        if pos + n_points > len(body) or n_points > max_sequence_length:
+            return None
+        points: list[Any] = []
+        if n_points:
+            walked = _point_starts(body, pos, n_points, max_sequence_length)
+            if walked is None:
+                return None
+            starts, table, counts, pos = walked
+            buf = np.frombuffer(body, dtype=np.uint8)
+            at = starts[:, None] + table[(starts & 4) >> 2]  # per point: 4 count positions, 4 offsets, time
+            for column, n in enumerate(counts):
+                if (_at_offsets(buf, "<u4", at[:, column]) != n).any():
+                    return None  # a point unlike the first of its alignment
+            time_ns = (_at_offsets(buf, "<i4", at[:, 8]).astype(np.int64) * _NS_PER_S
+                       + _at_offsets(buf, "<u4", at[:, 8] + 4)).tolist()
+            positions = _at_offsets(buf, "<f8", at[:, 4:5] + 8 * np.arange(counts[0]))
+            velocities = _at_offsets(buf, "<f8", at[:, 5:6] + 8 * np.arange(counts[1]))
+            for i in range(n_points):
+                points.append(TrajectoryPoint(time_from_start_ns=time_ns[i], positions=positions[i],
+                                              velocities=velocities[i] if counts[1] else None))
+        if pos + 4 + 3 < len(data):
+            return None
+    except (struct.error, UnicodeDecodeError, ValueError, TypeError):
+        return None
+    return JointTrajectoryData(joint_names=tuple(names), points=tuple(points), start_ns=sec * _NS_PER_S + nanosec)

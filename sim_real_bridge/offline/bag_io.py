@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
@@ -396,13 +396,15 @@ class BagSet:
 
     def read_all(
         self, column_topics: Sequence[str], message_topics: Sequence[str], start_ns: int | None = None,
-        stop_ns: int | None = None,
+        stop_ns: int | None = None, parsers: Mapping[str, Callable[[bytes], Any]] | None = None,
     ) -> tuple[dict[str, Columns], dict[str, list[tuple[int, Any]]]]:
         """:meth:`read_many` of ``column_topics`` and every message of ``message_topics``
         (as :meth:`iter_messages` yields them, possibly none), reading each bag once.
 
         A small topic read on its own costs a pass over every chunk that holds it,
         which in a recording is nearly every chunk: one pass serves all topics.
+        ``parsers`` (by topic) turn a message's bytes into what the caller wants of it,
+        or None: that message is deserialized by rosbags as usual.
         """
         decoders = self._decoders(column_topics)
         kinds = {t: self._info(t).msgtype for t in message_topics}
@@ -411,8 +413,12 @@ class BagSet:
         columns = {topic: decoders[topic](self, topic, raw[topic]) for topic in decoders}
         messages = {}
         for topic, msgtype in kinds.items():
-            messages[topic] = [(stamp, self._deserialize(raw[topic][i], msgtype, topic))
-                               for i, stamp in enumerate(raw[topic].recv_ns.tolist())]
+            parse = (parsers or {}).get(topic)
+            got = messages[topic] = []
+            for i, stamp in enumerate(raw[topic].recv_ns.tolist()):
+                data = raw[topic][i]
+                parsed = None if parse is None else parse(data)
+                got.append((stamp, self._deserialize(data, msgtype, topic) if parsed is None else parsed))
         return columns, messages
 
     def _deserialize(self, data: bytes, msgtype: str, topic: str) -> Any:
@@ -595,6 +601,12 @@ def _walked_chunk_messages(
     return tuple(np.asarray(column, dtype=np.int64) for column in found)  # type: ignore[return-value]
 
 
+def _words(buf: np.ndarray, dtype: str) -> np.ndarray:
+    """``buf`` (contiguous bytes) read as ``dtype`` values starting at every byte offset."""
+    size = np.dtype(dtype).itemsize
+    return np.ndarray((max(buf.size - size + 1, 0),), dtype=dtype, buffer=buf, strides=(1,))
+
+
 def _check_entries(
     buf: np.ndarray, chunks: Sequence[Any], chunk_of: np.ndarray, bases: np.ndarray, channel: np.ndarray,
     log_time: np.ndarray, offset: np.ndarray,
@@ -608,13 +620,16 @@ def _check_entries(
     usize = np.asarray([c.uncompressed_size for c in chunks], dtype=np.int64)[chunk_of]
     inside = (offset >= 0) & (offset + _MESSAGE_HEAD <= usize)
     where = bases[chunk_of] + np.where(inside, offset, 0)
-    head = sliding_window_view(buf, 23)[where]  # opcode, length, channel, sequence, log time
-    length = head[:, 1:9].view("<u8").ravel().astype(np.int64)
+    if where.size and int(where.max()) > buf.size - 23:  # past the last opcode .. log time
+        raise ValueError("a message index entry points past the chunks' records")
+    # Each field gathered by itself: a gather of whole heads copies bytes the check never reads.
+    words = _words(buf, "<i8")
+    length = words[where + 1]
     bad = (
         ~inside
-        | (head[:, 0] != 0x05)
-        | (head[:, 9:11].view("<u2").ravel() != channel)
-        | (head[:, 15:23].view("<u8").ravel().astype(np.int64) != log_time)
+        | (buf[where] != 0x05)
+        | (_words(buf, "<u2")[where + 9] != channel)
+        | (words[where + 15] != log_time)
         | (length < _MESSAGE_HEAD - 9)
         | (length > usize - offset - 9)
     )

@@ -35,6 +35,7 @@ pool (``--workers``) or under a distributed engine.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import math
@@ -248,7 +249,9 @@ def _read_streams(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns
     ``extra`` (when given) receives the messages of the truth and tick-time topics
     the bag holds (:func:`_read_truth`, :func:`_read_ticks`), read in the same pass.
     """
+    from sim_real_bridge.conversions import cdr
     from sim_real_bridge.conversions.robot_msgs import joint_trajectory_to_data
+    from sim_real_bridge.sim.trajectory import JointTrajectoryData
     from sim_real_bridge.offline.replay_engine import CommandStream, JointStream, PoseStream, WrenchStream
 
     topics = bags.topics()
@@ -274,7 +277,11 @@ def _read_streams(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns
     column_topics = [t for (s, st), t in wanted.items() if st != "joint_trajectory"]
     command_topics = [t for (s, st), t in wanted.items() if st == "joint_trajectory" and s == "sim"]
     extra_topics = _side_topics(bags, config) if extra is not None else []
-    columns, messages = bags.read_all(column_topics, command_topics + extra_topics, start_ns, stop_ns)
+    # JointTrajectory bytes straight to their data: rosbags builds each point's objects.
+    parse = functools.partial(cdr.joint_trajectory_data_from_cdr,
+                              max_sequence_length=bags.typestore.max_sequence_length)
+    parsers = {t: parse for t in command_topics if topics[t].msgtype == "trajectory_msgs/msg/JointTrajectory"}
+    columns, messages = bags.read_all(column_topics, command_topics + extra_topics, start_ns, stop_ns, parsers)
     if extra is not None:
         extra.update({t: messages[t] for t in extra_topics})
     frames_needed = {k for k, v in config.intake.expected_frames.items() if v}
@@ -285,7 +292,7 @@ def _read_streams(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns
                 continue
             recv, starts, names, points = [], [], [], []
             for log_ns, msg in messages[topic]:
-                data = joint_trajectory_to_data(msg)
+                data = msg if isinstance(msg, JointTrajectoryData) else joint_trajectory_to_data(msg)
                 recv.append(log_ns)
                 starts.append(data.start_ns)
                 names.append(data.joint_names)

@@ -1,0 +1,83 @@
+"""BagWriter's shortcuts around rosbags' pure-Python YAML dumps give rosbags' files."""
+
+from __future__ import annotations
+
+from io import StringIO
+from pathlib import Path
+
+import pytest
+import rosbags.rosbag2.writer as rosbags_writer
+from rosbags.rosbag2 import StoragePlugin, Writer
+from ruamel.yaml import YAML
+
+from sim_real_bridge.capture.bag_writer import BagWriter
+from sim_real_bridge.capture.typestore import build_typestore
+
+STORE = build_typestore()
+TOPICS = {"/a": "std_msgs/msg/String", "/b": "sensor_msgs/msg/JointState"}
+T0 = 1_700_000_000_000_000_000
+
+
+def _ruamel(data: object) -> str:
+    yaml = YAML(typ="safe")
+    yaml.default_flow_style = False
+    stream = StringIO()
+    yaml.dump(data, stream)
+    return stream.getvalue()
+
+
+def _rosbags_dir(path: Path) -> Path:
+    with Writer(path, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        conns = {t: writer.add_connection(t, msgtype, typestore=STORE) for t, msgtype in TOPICS.items()}
+        for i, topic in enumerate(TOPICS):
+            writer.write(conns[topic], T0 + i, b"\x00\x01\x00\x00\x00\x00\x00\x00")
+    return path
+
+
+def _ours(path: Path) -> Path:
+    with BagWriter(path, STORE) as bag:
+        for topic, msgtype in TOPICS.items():
+            bag.add_topic(topic, msgtype)
+        bag.write_many(list(TOPICS), [T0, T0 + 1], [b"\x00\x01\x00\x00\x00\x00\x00\x00"] * 2)
+    return path
+
+
+def test_writer_yaml_outside_a_writer_is_ruamel() -> None:
+    assert rosbags_writer.YAML is not YAML  # the hook is installed
+    for data in ([], {"rosbag2_bagfile_information": {"version": 9}}, [{"a": 1}], {"b": [], "a": None}):
+        yaml = rosbags_writer.YAML(typ="safe")
+        yaml.default_flow_style = False
+        stream = StringIO()
+        yaml.dump(data, stream)
+        assert stream.getvalue() == _ruamel(data)
+    assert _ruamel([]) == "[]\n"  # what the writer's shortcut writes
+
+
+def test_bag_directory_keeps_rosbags_metadata_yaml(tmp_path: Path) -> None:
+    theirs = _rosbags_dir(tmp_path / "theirs" / "bag")
+    ours = _ours(tmp_path / "ours" / "bag")
+    assert (ours / "metadata.yaml").read_text() == (theirs / "metadata.yaml").read_text()
+    assert (ours / "bag.mcap").read_bytes() == (theirs / "bag.mcap").read_bytes()
+
+
+def test_single_file_embeds_rosbags_metadata(tmp_path: Path) -> None:
+    theirs = _rosbags_dir(tmp_path / "theirs" / "x")
+    (tmp_path / "ours").mkdir()
+    ours = _ours(tmp_path / "ours" / "x.mcap")
+    assert ours.read_bytes() == (theirs / "x.mcap").read_bytes()
+    assert b"rosbag2_bagfile_information" not in ours.read_bytes()
+    assert b"message_count: 2" in ours.read_bytes()
+    assert sorted(p.name for p in (tmp_path / "ours").iterdir()) == ["x.mcap"]
+
+
+def test_single_file_dumps_only_the_embedded_metadata(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dumped: list[object] = []
+    real = YAML.dump
+
+    def counting(self: YAML, data: object, stream: object = None, **kwargs: object) -> object:
+        dumped.append(data)
+        return real(self, data, stream, **kwargs)
+
+    monkeypatch.setattr(YAML, "dump", counting)
+    _ours(tmp_path / "x.mcap")
+    assert len(dumped) == 1 and "message_count" in dumped[0]  # type: ignore[operator]
