@@ -85,7 +85,9 @@ def _streams(n: int = 1500) -> list:
             force[400:405] = np.nan
             frames[500:504] = ["base"] * 4
             pos[700:702] = np.inf
-        streams.append(JointStream(side, recv, stamps, NAMES, q, np.zeros_like(q), 2.0 * np.sin(q)))
+        with np.errstate(invalid="ignore"):  # sin(inf): a NaN effort on the row with an infinite position
+            effort = 2.0 * np.sin(q)
+        streams.append(JointStream(side, recv, stamps, NAMES, q, np.zeros_like(q), effort))
         streams.append(WrenchStream(side, recv.copy(), stamps, frames, force, torque))
         streams.append(PoseStream(side, "ee_pose", recv.copy(), stamps, ["world"] * n, pos, quat))
     return streams
