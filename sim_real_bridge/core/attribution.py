@@ -267,8 +267,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
     for flag in f.sensor_flags:
         if flag.active and (worst is None or flag.severity > worst.severity):
             worst = flag
-    untrusted = bool(f.sensor_flags) and any(fl.active and fl.name in _UNTRUSTED_SENSOR_KINDS
-                                             for fl in f.sensor_flags)
+    untrusted = any(fl.active and fl.name in _UNTRUSTED_SENSOR_KINDS for fl in f.sensor_flags)
     if worst is not None:
         scores["sensor"] = max(cfg.active_score, min(1.0, 0.5 + 0.5 * worst.severity))
         kinds["sensor"] = worst.name

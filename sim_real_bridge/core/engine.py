@@ -784,17 +784,14 @@ class _ClockMap:
             # delay so far is one of the plan's: the history is its last 500 fed.
             if min(500, plan.fed) <= 2:
                 return 0.0
-            if self._spread_cache is None or self._count - self._spread_at >= 100:
-                if plan.delays_f is None:
-                    plan.delays_f = plan.delays.astype(float)  # (np.std converts the same way)
-                self._spread_cache = _std(plan.delays_f[max(0, plan.fed - 500):plan.fed]) * 1e-9
-                self._spread_at = self._count
-            return self._spread_cache
-        if len(self._delays) <= 2:
+            if plan.delays_f is None:
+                plan.delays_f = plan.delays.astype(float)  # (np.std converts the same way)
+            self._spread_cache = _std(plan.delays_f[max(0, plan.fed - 500):plan.fed]) * 1e-9
+        elif len(self._delays) <= 2:
             return 0.0
-        if self._spread_cache is None or self._count - self._spread_at >= 100:
+        else:
             self._spread_cache = _std(self._delays) * 1e-9
-            self._spread_at = self._count
+        self._spread_at = self._count
         return self._spread_cache
 
 
@@ -1421,10 +1418,10 @@ def _fits(real: np.ndarray, sim: np.ndarray, delays: np.ndarray,
         explained = max(0.0, 1.0 - tot / sst)
         if not moved:
             # Without motion, delay and gain are not identifiable; only an offset is.
-            out.append((DelayFit(0.0, 1.0, explained, math.sqrt(sst / size), math.sqrt(max(0.0, tot) / size)), False))
+            out.append((DelayFit(0.0, 1.0, explained, math.sqrt(sst / size), math.sqrt(tot / size)), False))
             continue
         out.append((DelayFit(float(delays[best]), 1.0 + slope_f, explained, math.sqrt(sst / size),
-                             math.sqrt(max(0.0, tot) / size)), True))
+                             math.sqrt(tot / size)), True))
     return out
 
 
@@ -1489,7 +1486,6 @@ class DivergenceEngine:
         self._force_res: tuple[float, float, float] = (0.0, 0.0, 0.0)
         self._torque_res: tuple[float, float, float] = (0.0, 0.0, 0.0)
         self._tool_weight: dict[str, tuple[float, float, float] | None] = {"world": None, "sensor": None}
-        self._ext_force: tuple[float, float, float] = (0.0, 0.0, 0.0)
         self._last_t_ns: int | None = None
         self._contact = {s: False for s in SIDES}
         self._sim_contact_last_ns: int | None = None
@@ -2169,8 +2165,8 @@ class DivergenceEngine:
             self._obj_last_err = None
 
         # smoothed residual magnitudes
+        alpha = min(1.0, dt_s / cfg.smooth_tau_s)  # of every smoothed residual
         if joints_valid:
-            alpha = min(1.0, dt_s / cfg.smooth_tau_s)
             self._res_sq = _smooth_list(self._res_sq, p.q_sq_l, alpha)
             self._eff_sq = _smooth_list(self._eff_sq, p.eff_sq_l, alpha)
         joint_residual = math.sqrt(_max_list(self._res_sq)) if self._res_sq is not None else 0.0
@@ -2185,8 +2181,7 @@ class DivergenceEngine:
             self._bias.update(t, p.raw_force, quiet)
             # The bias estimate is reported, not subtracted: an unfelt residual is the evidence.
             torque_res_vec = p.torque_res
-            alpha = min(1.0, dt_s / cfg.smooth_tau_s)
-            self._force_res = self._ext_force = _ema3(self._force_res, p.raw_force_l, alpha)
+            self._force_res = _ema3(self._force_res, p.raw_force_l, alpha)
             self._torque_res = _ema3(self._torque_res, p.torque_res_l, alpha)
         else:
             self._bias.update(t, _NAN3, False)
@@ -2244,7 +2239,7 @@ class DivergenceEngine:
         feats.force_residual_n = _norm3(self._force_res)
         feats.torque_residual_nm = _norm3(self._torque_res)
         feats.sim_force_n = contact_force.get("sim", 0.0)
-        feats.external_force_n = self._ext_force
+        feats.external_force_n = self._force_res
         feats.wrench_valid = wrench_valid
         feats.sim_contact = self._contact["sim"]
         feats.sim_contact_recent = bool(sim_contact_recent)
@@ -2489,8 +2484,11 @@ class DivergenceEngine:
         out.sort(key=lambda e: (e["start_s"], e["category"]))
         return out
 
-    def to_seconds(self, t_ns: int) -> float:
-        """Convert a monitor-time stamp to seconds from the first mirrored command."""
+    def to_seconds(self, t_ns: Any) -> Any:
+        """Convert a monitor-time stamp (int), or an array of them, to seconds from the first
+        mirrored command (an exact integer difference, then one product)."""
+        if np.ndim(t_ns):
+            return (np.asarray(t_ns, dtype=np.int64) - self._t0_ns()) * 1e-9
         return (int(t_ns) - self._t0_ns()) * 1e-9
 
     def run_summary(self) -> dict[str, Any]:

@@ -206,16 +206,12 @@ def _plain(value: Any, payloads: list[str] | None = None) -> Any:
         return value
     if kind is float:
         return value if math.isfinite(value) else None
-    if kind is dict:
-        return {k: _plain(v, payloads) for k, v in value.items()}
-    if kind is list or kind is tuple:
-        return [_plain(v, payloads) for v in value]
-    if isinstance(value, np.ndarray):
-        return _typed(value, payloads)
     if isinstance(value, dict):
         return {k: _plain(v, payloads) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v, payloads) for v in value]
+    if isinstance(value, np.ndarray):
+        return _typed(value, payloads)
     if isinstance(value, (np.floating, np.integer, np.bool_)):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):

@@ -505,11 +505,8 @@ def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: 
             contacts += out.contacts
         if out.poses:
             poses += out.poses
-    t0_ns = engine._t0_ns()  # what engine.to_seconds counts from
-
     def seconds(records: list[Any]) -> np.ndarray:
-        # As engine.to_seconds per record: an exact integer difference, then one product.
-        return (_column(records, "stamp_ns", np.int64) - t0_ns) * 1e-9
+        return engine.to_seconds(_column(records, "stamp_ns", np.int64))
 
     joint_series = timing = contact = pose = None
     if joints:
