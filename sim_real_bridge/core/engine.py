@@ -57,7 +57,6 @@ from sim_real_bridge.core.attribution import (
 )
 from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventConfig, EventRecord, EventTracker
 from sim_real_bridge.core.features import (
-    BiasDriftTracker,
     FeatureConfig,
     HealthFlag,
     HealthMarks,
@@ -120,10 +119,6 @@ class EngineConfig:
         stall_sim_speed_rad_s: ... while its sim twin is faster than this is stalling.
         tip_velocity_window_s: window of the finite-difference tip velocity.
         object_velocity_window_s: window of the growth rate of the object pose error.
-        bias_tau_s: time constant of the F/T bias estimate.
-        bias_threshold_n: bias change that raises ft_bias_drift.
-        bias_quiet_residual_rad: joint residual below which the arm counts as unloaded
-            for bias learning.
         ledger_q_scale_rad: joint residual scale of the ledger energy.
         ledger_force_scale_n: force residual scale of the ledger energy.
         compensate_latency: remove the estimated latency from the published residuals.
@@ -158,9 +153,6 @@ class EngineConfig:
     stall_sim_speed_rad_s: float = 0.1
     tip_velocity_window_s: float = 0.1
     object_velocity_window_s: float = 0.3
-    bias_tau_s: float = 0.5
-    bias_threshold_n: float = 1.5
-    bias_quiet_residual_rad: float = 0.01
     ledger_q_scale_rad: float = 0.01
     ledger_force_scale_n: float = 2.0
     compensate_latency: bool = False
@@ -1459,7 +1451,6 @@ class DivergenceEngine:
             for side, twin in (("real", "sim"), ("sim", "real"))
             for topic, other in (("joint_states", "wrench"), ("wrench", "joint_states"))
         ]
-        self._bias = BiasDriftTracker(cfg.bias_tau_s, cfg.bias_threshold_n)
         self._events = EventTracker(cfg.events)
         self._ledger = ResidualLedger(CATEGORIES, cfg.summary_window_s)
         self._next_t_ns: int | None = None
@@ -2172,19 +2163,12 @@ class DivergenceEngine:
         joint_residual = math.sqrt(_max_list(self._res_sq)) if self._res_sq is not None else 0.0
         effort_residual = math.sqrt(_max_list(self._eff_sq)) if self._eff_sq is not None else 0.0
 
-        # F/T bias: learn while both sides are free and the joints agree
+        # smoothed wrench residuals (an F/T bias shows as a force the joints do not feel)
         torque_res_vec = _NAN3
         if wrench_valid:
-            quiet = (not self._contact["sim"] and not sim_contact_recent and joints_valid
-                     and joint_residual < cfg.bias_quiet_residual_rad
-                     and effort_residual < cfg.attribution.effort_residual_nm)
-            self._bias.update(t, p.raw_force, quiet)
-            # The bias estimate is reported, not subtracted: an unfelt residual is the evidence.
             torque_res_vec = p.torque_res
             self._force_res = _ema3(self._force_res, p.raw_force_l, alpha)
             self._torque_res = _ema3(self._torque_res, p.torque_res_l, alpha)
-        else:
-            self._bias.update(t, _NAN3, False)
 
         # stalled joints
         stalled: tuple[str, ...] = ()
@@ -2223,7 +2207,7 @@ class DivergenceEngine:
                 if fl.active:  # attribution reads the active flags only
                     flags.append(HealthFlag(fl.name, True, fl.severity, {"stream": stream, **fl.evidence}))
 
-        if any(fl.name in ("dropout", "nonfinite", "frozen", "stamp_jitter") for fl in flags):
+        if flags and any(fl.name in ("dropout", "nonfinite", "frozen", "stamp_jitter") for fl in flags):
             self._last_untrusted_ns = t
         since_untrusted = (t - self._last_untrusted_ns) * 1e-9 if self._last_untrusted_ns is not None else float("inf")
         cmd_age = (t - self._last_command_ns) * 1e-9 if self._last_command_ns is not None else float("inf")
@@ -2282,8 +2266,9 @@ class DivergenceEngine:
             self._sums["q_sq"] += p.q_sq_sum
             self._sums["q_n"] += q_res.size
             if len(self._calib_sim) < 200_000:
-                self._calib_sim.append(sim_row[:j].copy())
-                self._calib_real.append(real_row[:j].copy())
+                # Views: the rows are never written after (a plan block's or this tick's sample).
+                self._calib_sim.append(sim_row[:j])
+                self._calib_real.append(real_row[:j])
                 self._calib_t.append(t)
                 self._calib_free.append(not sim_contact_recent and not self._contact["real"])
         if math.isfinite(ee_err_norm):
