@@ -1358,7 +1358,7 @@ _NAN3 = np.full(3, np.nan)  # an unknown 3-vector (read only)
 _NAN3.flags.writeable = False
 ONSET_SPEED_RAD_S = 0.003  # joint speed that counts as the arm leaving rest
 ONSET_QUIET_S = 0.2  # rest needed before a motion onset counts as the run start
-TRIM_EVERY_NS = 200_000_000  # how often the stream histories are trimmed to buffer_s
+TRIM_EVERY_NS = 1_000_000_000  # how often the stream histories are trimmed to buffer_s (they hold up to 1 s more)
 FIT_MIN_COVERAGE = 0.8  # share of the fit window that must have both sides' joints
 ONSET_MAX_REST_RAD_S = 0.05  # faster than this at the start, the arm was not at rest
 
