@@ -2101,10 +2101,7 @@ class DivergenceEngine:
                 self._pending.joints.append(record)
         if unplanned:
             self._pure_rest(p, t)
-        ee = {"sim": p.ee_sim, "real": p.ee_real}
-        obj = {"sim": p.obj_sim, "real": p.obj_real}
         ee_err, ee_err_norm = p.ee_err, p.ee_err_norm
-        tip_vel = {"sim": p.tip_sim, "real": p.tip_real}
         obj_err, obj_tool_err, real_tool_object_m = p.obj_err, p.obj_tool_err, p.real_tool_object_m
         sim_w, real_w, wrench_valid = p.sim_w, p.real_w, p.wrench_valid
         frame = p.frame
@@ -2228,8 +2225,8 @@ class DivergenceEngine:
         feats.sim_contact = self._contact["sim"]
         feats.sim_contact_recent = bool(sim_contact_recent)
         feats.real_contact = self._contact["real"]
-        feats.sim_tip_velocity_m_s = tip_vel["sim"]
-        feats.real_tip_velocity_m_s = tip_vel["real"]
+        feats.sim_tip_velocity_m_s = p.tip_sim
+        feats.real_tip_velocity_m_s = p.tip_real
         feats.ee_error_m = ee_err_norm
         feats.object_error_m = obj_err
         feats.object_tool_error_m = obj_tool_err
@@ -2299,20 +2296,21 @@ class DivergenceEngine:
             self._next_pose_ns = t + int(round(1e9 / cfg.pose_rate_hz))
             if p.ee_both:
                 has_obj = p.obj_both
+                obj_sim, obj_real, ee_sim, ee_real = p.obj_sim, p.obj_real, p.ee_sim, p.ee_real
                 # Object fields given when known (their defaults would be made, then replaced).
                 object_fields = {} if not has_obj else {
-                    "sim_object_position_m": obj["sim"][:3], "sim_object_orientation_wxyz": obj["sim"][3:],
-                    "real_object_position_m": obj["real"][:3], "real_object_orientation_wxyz": obj["real"][3:],
+                    "sim_object_position_m": obj_sim[:3], "sim_object_orientation_wxyz": obj_sim[3:],
+                    "real_object_position_m": obj_real[:3], "real_object_orientation_wxyz": obj_real[3:],
                     "object_position_error_norm_m": obj_err,
                     "object_orientation_error_rad": (p.obj_angle if p.obj_angle is not None
-                                                     else _quat_angle(obj["real"][3:], obj["sim"][3:])),
+                                                     else _quat_angle(obj_real[3:], obj_sim[3:])),
                 }
                 self._pending.poses.append(PoseDivergenceRecord(
-                    stamp_ns=t, sim_ee_position_m=ee["sim"][:3], sim_ee_orientation_wxyz=ee["sim"][3:],
-                    real_ee_position_m=ee["real"][:3], real_ee_orientation_wxyz=ee["real"][3:],
+                    stamp_ns=t, sim_ee_position_m=ee_sim[:3], sim_ee_orientation_wxyz=ee_sim[3:],
+                    real_ee_position_m=ee_real[:3], real_ee_orientation_wxyz=ee_real[3:],
                     ee_position_error_m=ee_err, ee_position_error_norm_m=ee_err_norm,
                     ee_orientation_error_rad=(p.ee_angle if p.ee_angle is not None
-                                              else _quat_angle(ee["real"][3:], ee["sim"][3:])),
+                                              else _quat_angle(ee_real[3:], ee_sim[3:])),
                     has_object=has_obj, **object_fields,
                 ))
 
