@@ -1948,7 +1948,8 @@ class DivergenceEngine:
         """
         if t > now_ns - horizon_ns:
             for s, _ in streams:
-                if (s.last_ns or -1) < t:
+                n = s._n  # (s.last_ns inline: asked twice per grid time)
+                if n <= s._start or s._buf_t.item(n - 1) < t:
                     return False
             return True
         if t <= now_ns - backlog_ns:
