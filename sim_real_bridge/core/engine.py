@@ -1102,8 +1102,9 @@ def _plan_block(engine: "DivergenceEngine", times: np.ndarray,
     return checks_list, c, list({id(s): s for s in empty}.values())
 
 
-#: Windows fitted together in the plan: their arrays stay in the CPU cache through ``_fits``.
-FIT_WINDOWS = 8
+#: Windows fitted together in the plan (their (n, F, D, J) arrays ~4.7 MB): the per-call
+#: work of ``_fits`` spread over many windows, its loops over long runs of values.
+FIT_WINDOWS = 64
 
 
 def _plan_fits(engine: "DivergenceEngine", times: np.ndarray, ticks: list[int],
@@ -1134,7 +1135,7 @@ def _plan_fits(engine: "DivergenceEngine", times: np.ndarray, ticks: list[int],
     at = span - 1 - sim_back // step  # (D, n): where each sample is on that grid, earliest first
     sample_step = int(at[0, 1] - at[0, 0]) if n > 1 else 0
     delay_step = int(at[0, 0] - at[1, 0]) if d > 1 else 0
-    if span > n * d or not np.array_equal(
+    if span > 4 * n * d or not np.array_equal(
             at, at[0, 0] + sample_step * np.arange(n) - delay_step * np.arange(d)[:, None]):
         return {}
     used = np.zeros(span, dtype=bool)
@@ -1157,13 +1158,15 @@ def _plan_fits(engine: "DivergenceEngine", times: np.ndarray, ticks: list[int],
     picked = np.flatnonzero(whole).tolist()
     for b in range(0, len(picked), FIT_WINDOWS):
         sub = picked[b:b + FIT_WINDOWS]
-        real = np.take(positions[0], rows[0][sub], axis=0)  # (windows, n, j)
-        grid = np.take(positions[1], rows[1][sub], axis=0)  # (windows, span, j)
+        # Time-major rows: at each sample (and delay) the windows' joints are one contiguous run.
+        real = np.take(positions[0], rows[0][sub].T, axis=0)  # (n, windows, j)
+        grid = np.take(positions[1], rows[1][sub].T, axis=0)  # (span, windows, j)
         s = grid.strides
         sim = np.lib.stride_tricks.as_strided(  # (n, windows, d, j), read only
-            grid[:, at[0, 0]], shape=(n, len(sub), d, j),
-            strides=(sample_step * s[1], s[0], -delay_step * s[1], s[2]), writeable=False)
-        for i, result in zip(sub, _fits(real, sim, delays, cfg.fit_min_motion_rad), strict=True):
+            grid[at[0, 0]], shape=(n, len(sub), d, j),
+            strides=(sample_step * s[0], s[1], -delay_step * s[0], s[2]), writeable=False)
+        fits = _fits(real.transpose(1, 0, 2), sim, delays, cfg.fit_min_motion_rad)
+        for i, result in zip(sub, fits, strict=True):
             out[ticks[i]] = (result, [checks[0][i], checks[1][i]])
     return out
 
@@ -1398,11 +1401,12 @@ def _fits(real: np.ndarray, sim: np.ndarray, delays: np.ndarray,
     """Delay/gain/offset fits of F windows at once: real (F, n, J), sim (n, F, D, J) at the
     D delays (any strides); per window (fit, whether its delay counts toward the latency estimate).
 
-    Sums over a window's samples run sample after sample whatever F is (np.mean over the
-    leading axis, and einsum's reductions here: the tests hold both to it), so one window
-    alone gives the bits it gets in a batch; with the samples leading, each step of them
-    runs over the (D, J) values of a window at once (the plan's views of one grid, whose
-    delays step backwards in memory, are turned so that those values are one contiguous run).
+    Sums over a window's samples run sample after sample whatever F is or however the
+    values lie in memory (np.mean over the leading axis, and einsum's reductions here: the
+    tests hold both to it), so one window alone gives the bits it gets in a batch. The
+    plan's views (one grid of rows per batch, samples and delays time-major, the F windows'
+    joints one contiguous run at each) are fastest: their delays, stepping backwards in
+    memory, are turned first, and then every loop here runs over runs of F * J values or more.
 
     The centred residual real - sim is yc - xc (both centred), so its sums come from the
     products of xc with yc and itself: two passes over the (n, F, D, J) values instead
@@ -1418,8 +1422,7 @@ def _fits(real: np.ndarray, sim: np.ndarray, delays: np.ndarray,
     y = real.transpose(1, 0, 2)  # (n, F, J)
     yc = y - y.mean(axis=0)
     xc = x - x.mean(axis=0)  # (n, F, D, J)
-    # yc repeated over the delays, laid out as xc: einsum then runs over whole (D, J) rows, not J values at a time.
-    sxy = np.einsum("nfdj,nfdj->fdj", xc, np.repeat(yc[:, :, None, :], d, axis=2))
+    sxy = np.einsum("nfdj,nfj->fdj", xc, yc)
     sxx = np.einsum("nfdj,nfdj->fdj", xc, xc)  # (F, D, J)
     if turned:
         sxy, sxx = sxy[:, ::-1], sxx[:, ::-1]
