@@ -1115,8 +1115,9 @@ def _plan_fits(engine: "DivergenceEngine", times: np.ndarray, ticks: list[int],
 
     The sim samples of a window at all its delays lie on one regular grid of times (the
     fit's sample and delay steps are multiples of its step): that grid's rows are gathered
-    once per window and viewed as (samples, windows, delays, joints) with strides.
-    Delays off such a grid (rounding) are left to the per-tick fit.
+    once per window and viewed as (samples, windows, delays, joints) with strides. Fits
+    whose samples are not so spaced (delays rounded off their step) or spread over more
+    than 4 n D grid times are all left to the per-tick fit.
     """
     cfg = engine.config
     j = len(engine.joint_names or ())
