@@ -144,3 +144,30 @@ def test_planned_fits_equal_the_live_fit_of_each_window(fit: dict) -> None:
         assert _bits([result]) == _bits([engine._fit_at(int(plan.t0_ns + k * plan.dt_ns))]), k
     assert len(planned) > 0.3 * len(ticks)
     assert sum(counted for (_, counted), _ in planned.values()) > 0.5 * len(planned)
+
+
+def test_live_fit_samples_each_distinct_time_once_with_the_bits_of_all_times() -> None:
+    """``_fit_at`` samples the sim at the distinct times of its delays' samples: the fit of
+    sampling every (delay, sample) time, interpolated (no grid cache) or from the grid."""
+    streams = _joint_streams(6)
+    config = EngineConfig(buffer_s=100.0)
+    for column_ingest in (False, True):
+        engine = replay_columns(streams, config, column_ingest=column_ingest).engine
+        assert (engine._joints["sim"]._grid is None) == (not column_ingest)
+        j, gap = len(NAMES), engine._max_gap_ns
+        checked = 0
+        for t in range(T0 + 300_000_000, T0 + 7_900_000_000, 70_000_000):
+            times, query, delays = engine._fit_query(np.array([t]))
+            n = times.shape[1]
+            real = engine._joints["real"].sample(times[0], gap, cols=j)
+            sim = engine._joints["sim"].sample(query.ravel(), gap, cols=j).reshape(len(delays), n, j)
+            ok = np.all(np.isfinite(real), axis=1) & np.all(np.isfinite(sim), axis=(0, 2))
+            if ok.sum() < 0.8 * n:
+                assert engine._fit_at(t) == (None, False)
+                continue
+            real, sim = real[ok], sim[:, ok]
+            sim = np.ascontiguousarray(sim.transpose(1, 0, 2))[:, None]
+            want = _fits(real[None], sim, delays, config.fit_min_motion_rad)
+            assert _bits([engine._fit_at(t)]) == _bits(want), t
+            checked += 1
+        assert checked > 60
