@@ -138,6 +138,7 @@ def test_planned_fits_equal_the_live_fit_of_each_window(fit: dict) -> None:
             assert [(side, int(need.max()), int(first.min())) for side, (_, need, first) in zip(
                 sides, rows, strict=True)] == planned[k][1]
     assert sorted(planned) == whole
+    assert _plan_fits(engine, times + 1, ticks) == {}  # times off the grid: nothing planned
     for k, (result, checks) in planned.items():
         for series, need, first in checks:
             assert need <= series._n and first >= series._start

@@ -1148,11 +1148,19 @@ def _plan_fits(engine: "DivergenceEngine", times: np.ndarray, ticks: list[int],
     whole = np.ones(len(ticks), dtype=bool)
     sim_grid = (span - 1 - np.arange(span)) * step
     for g, ok, back, cols in zip(grids, finite, (real_back, sim_grid), (slice(None), used), strict=True):
-        kk, row_need, row_first = (x.reshape(len(ticks), -1) for x in _grid_rows(g, (times[:, None] - back).ravel()))
+        # ``_grid_rows`` at every sample time of every window, from the fit times' rows: a
+        # sample's row is its fit time's less its offset in grid steps, when both are on the grid.
+        k, r = np.divmod(times - g.t0_ns, g.step_ns)
+        back_rows, off = np.divmod(back, g.step_ns)
+        if off[cols].any():
+            return {}  # samples off the grid: no window is planned
+        whole &= (r == 0) & (k - back_rows[cols].max() >= 0) & (k - back_rows[cols].min() < g.need.size)
+        kk = np.clip(k[:, None] - back_rows, 0, g.need.size - 1)  # (windows, samples); unusable windows clipped
         rows.append(kk)
-        need.append(row_need[:, cols].max(axis=1))
-        first.append(row_first[:, cols].min(axis=1))
-        whole &= np.take(ok, kk[:, cols]).all(axis=1) & (need[-1] < big)
+        kk = kk[:, cols]
+        need.append(g.need[kk].max(axis=1))
+        first.append(g.first[kk].min(axis=1))
+        whole &= np.take(ok, kk).all(axis=1) & (need[-1] < big)
     checks = [[(side, a, b) for a, b in zip(nd.tolist(), fs.tolist(), strict=True)]
               for side, nd, fs in zip(sides, need, first, strict=True)]
     out: dict[int, tuple[tuple[Any, bool], list[tuple[_Series, int, int]]]] = {}
