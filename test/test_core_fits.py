@@ -35,7 +35,8 @@ def _grid_windows(rng: np.random.Generator, windows: int, n: int, d: int, joints
     the plan has them, or (F, rows, J)."""
     rows = 2 * (n - 1) + d
     grid = rng.normal(0, 0.3, (windows, rows, joints)) * 10.0 ** rng.integers(-3, 3, (windows, 1, joints))
-    grid[:, :, 3] = -0.0  # a frozen joint
+    if joints > 3:
+        grid[:, :, 3] = -0.0  # a frozen joint
     grid[1] = 0.25  # a window without motion
     if time_major:
         grid = np.ascontiguousarray(grid.transpose(1, 0, 2))
@@ -46,7 +47,7 @@ def _grid_windows(rng: np.random.Generator, windows: int, n: int, d: int, joints
         s = grid.strides
         sim = np.lib.stride_tricks.as_strided(grid[:, d - 1], shape=(n, windows, d, joints),
                                               strides=(2 * s[1], s[0], -s[1], s[2]), writeable=False)
-    real = sim[:, :, 3].transpose(1, 0, 2) * 1.1 + rng.normal(0, 0.01, (windows, n, joints))
+    real = sim[:, :, min(3, d - 1)].transpose(1, 0, 2) * 1.1 + rng.normal(0, 0.01, (windows, n, joints))
     real[2] = sim[:, 2, 0]  # a window in agreement
     return np.ascontiguousarray(real), grid, sim
 
@@ -172,3 +173,20 @@ def test_live_fit_samples_each_distinct_time_once_with_the_bits_of_all_times() -
             assert _bits([engine._fit_at(t)]) == _bits(want), t
             checked += 1
         assert checked > 60
+
+
+@pytest.mark.parametrize("real_time_major", [True, False])
+@pytest.mark.parametrize("joints", [1, 2, 7])
+def test_fits_of_a_time_major_batch_have_the_bits_of_each_window_alone_for_any_joint_count(
+        joints: int, real_time_major: bool) -> None:
+    """The plan's batches (sim time-major, real either way) and the live fit (one window,
+    contiguous): the same bits also with one joint, where a window alone sums its samples
+    pairwise (its only axis)."""
+    rng = np.random.default_rng(23)
+    delays = np.arange(26) * 0.01
+    n, windows = 50, 9
+    real, _, sim = _grid_windows(rng, windows, n, 26, joints=joints)
+    real_t = np.ascontiguousarray(real.transpose(1, 0, 2)).transpose(1, 0, 2) if real_time_major else real
+    batch = _fits(real_t, sim, delays, 0.005)
+    alone = [_fits(real[f:f + 1], np.ascontiguousarray(sim[:, f:f + 1]), delays, 0.005)[0] for f in range(windows)]
+    assert _bits(batch) == _bits(alone)

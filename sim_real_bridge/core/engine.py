@@ -1167,14 +1167,14 @@ def _plan_fits(engine: "DivergenceEngine", times: np.ndarray, ticks: list[int],
     picked = np.flatnonzero(whole).tolist()
     for b in range(0, len(picked), FIT_WINDOWS):
         sub = picked[b:b + FIT_WINDOWS]
+        real = np.take(positions[0], rows[0][sub], axis=0)  # (windows, n, j)
         # Time-major rows: at each sample (and delay) the windows' joints are one contiguous run.
-        real = np.take(positions[0], rows[0][sub].T, axis=0)  # (n, windows, j)
         grid = np.take(positions[1], rows[1][sub].T, axis=0)  # (span, windows, j)
         s = grid.strides
         sim = np.lib.stride_tricks.as_strided(  # (n, windows, d, j), read only
             grid[at[0, 0]], shape=(n, len(sub), d, j),
             strides=(sample_step * s[0], s[1], -delay_step * s[0], s[2]), writeable=False)
-        fits = _fits(real.transpose(1, 0, 2), sim, delays, cfg.fit_min_motion_rad)
+        fits = _fits(real, sim, delays, cfg.fit_min_motion_rad)
         for i, result in zip(sub, fits, strict=True):
             out[ticks[i]] = (result, [checks[0][i], checks[1][i]])
     return out
@@ -1428,14 +1428,20 @@ def _fits(real: np.ndarray, sim: np.ndarray, delays: np.ndarray,
     # Every value below is computed per (window, delay, joint): reversing the delays changes no bit.
     turned = d > 1 and sim.strides[2] < 0
     x = sim[:, :, ::-1] if turned else sim
-    y = real.transpose(1, 0, 2)  # (n, F, J)
+    # y (n, F, J) time-major: the sums with xc run over the F * J values of each sample at
+    # once. With one joint, a window alone sums its samples pairwise (its only axis): a batch
+    # keeps them window-major to do the same.
+    if real.shape[2] > 1:
+        y = np.ascontiguousarray(real.transpose(1, 0, 2))
+    else:
+        y = np.ascontiguousarray(real).transpose(1, 0, 2)
     yc = y - y.mean(axis=0)
+    syy = np.einsum("nfj,nfj->fj", yc, yc)[:, None, :]
     xc = x - x.mean(axis=0)  # (n, F, D, J)
     sxy = np.einsum("nfdj,nfj->fdj", xc, yc)
     sxx = np.einsum("nfdj,nfdj->fdj", xc, xc)  # (F, D, J)
     if turned:
         sxy, sxx = sxy[:, ::-1], sxx[:, ::-1]
-    syy = np.einsum("nfj,nfj->fj", yc, yc)[:, None, :]
     # np.std of the delay-0 samples: the same centring, sum of squares and division.
     motion = np.max(np.sqrt(sxx[:, 0] / n), axis=1)  # (F,)
     sxr = sxy - sxx  # sum of xc * (yc - xc)
