@@ -1094,47 +1094,81 @@ def _plan_block(engine: "DivergenceEngine", times: np.ndarray,
     return checks_list, c, list({id(s): s for s in empty}.values())
 
 
-#: Windows fitted together in the plan: their arrays stay in the CPU cache through ``_fits``.
-FIT_WINDOWS = 8
+#: Windows fitted together in the plan (their (n, F, D, J) arrays ~4.7 MB): the per-call
+#: work of ``_fits`` spread over many windows, its loops over long runs of values.
+FIT_WINDOWS = 64
 
 
 def _plan_fits(engine: "DivergenceEngine", times: np.ndarray, ticks: list[int],
                ) -> dict[int, tuple[tuple[Any, bool], list[tuple[_Series, int, int]]]]:
     """The delay fits at grid times ``times`` (grid indices ``ticks``), batched: per index
     (result of ``engine._fit_at``, the rows each side must have visible); windows with
-    missing samples are left to the per-tick fit."""
+    missing samples are left to the per-tick fit.
+
+    The sim samples of a window at all its delays lie on one regular grid of times (the
+    fit's sample and delay steps are multiples of its step): that grid's rows are gathered
+    once per window and viewed as (samples, windows, delays, joints) with strides. Fits
+    whose samples are not so spaced (delays rounded off their step) or spread over more
+    than 4 n D grid times are all left to the per-tick fit.
+    """
     cfg = engine.config
     j = len(engine.joint_names or ())
     big = np.iinfo(np.int64).max
     sides = [engine._joints["real"], engine._joints["sim"]]
     grids = [s._grid for s in sides]
-    if grids[0] is None or grids[1] is None:
+    if grids[0] is None or grids[1] is None or not ticks:
         return {}
+    real_at, sim_at, delays = engine._fit_query(np.zeros(1, dtype=np.int64))
+    real_back, sim_back = -real_at[0], -sim_at[0]  # ns before the fit time: real (n,), sim (D, n)
+    n, d = real_back.size, delays.size
+    step = int(np.gcd.reduce(sim_back.ravel()))
+    if step <= 0:
+        return {}
+    span = int(sim_back.max()) // step + 1  # grid times from the earliest sample to the fit time
+    at = span - 1 - sim_back // step  # (D, n): where each sample is on that grid, earliest first
+    sample_step = int(at[0, 1] - at[0, 0]) if n > 1 else 0
+    delay_step = int(at[0, 0] - at[1, 0]) if d > 1 else 0
+    if span > 4 * n * d or not np.array_equal(
+            at, at[0, 0] + sample_step * np.arange(n) - delay_step * np.arange(d)[:, None]):
+        return {}
+    used = np.zeros(span, dtype=bool)
+    used[at.ravel()] = True
     # The joint positions alone, contiguous: windows are gathered from these rows.
     positions = [np.ascontiguousarray(g.values[:, :j]) for g in grids]
     finite = [np.isfinite(v).all(axis=1) for v in positions]
+    rows, need, first = [], [], []
+    whole = np.ones(len(ticks), dtype=bool)
+    sim_grid = (span - 1 - np.arange(span)) * step
+    for g, ok, back, cols in zip(grids, finite, (real_back, sim_grid), (slice(None), used), strict=True):
+        # ``_grid_rows`` at every sample time of every window, from the fit times' rows: a
+        # sample's row is its fit time's less its offset in grid steps, when both are on the grid.
+        k, r = np.divmod(times - g.t0_ns, g.step_ns)
+        back_rows, off = np.divmod(back, g.step_ns)
+        if off[cols].any():
+            return {}  # samples off the grid: no window is planned
+        whole &= (r == 0) & (k - back_rows[cols].max() >= 0) & (k - back_rows[cols].min() < g.need.size)
+        kk = np.clip(k[:, None] - back_rows, 0, g.need.size - 1)  # (windows, samples); unusable windows clipped
+        rows.append(kk)
+        kk = kk[:, cols]
+        need.append(g.need[kk].max(axis=1))
+        first.append(g.first[kk].min(axis=1))
+        whole &= np.take(ok, kk).all(axis=1) & (need[-1] < big)
+    checks = [[(side, a, b) for a, b in zip(nd.tolist(), fs.tolist(), strict=True)]
+              for side, nd, fs in zip(sides, need, first, strict=True)]
     out: dict[int, tuple[tuple[Any, bool], list[tuple[_Series, int, int]]]] = {}
-    chunk = 64
-    for a in range(0, len(ticks), chunk):
-        ks = ticks[a:a + chunk]
-        real_t, sim_t, delays = engine._fit_query(times[a:a + chunk])
-        f, n, d = len(ks), real_t.shape[1], delays.size
-        rows, need, first = [], [], []
-        whole = np.ones(f, dtype=bool)
-        for g, ok, at in zip(grids, finite, (real_t, sim_t), strict=True):
-            kk, row_need, row_first = (x.reshape(f, -1) for x in _grid_rows(g, at.ravel()))
-            rows.append(kk)
-            need.append(row_need.max(axis=1))
-            first.append(row_first.min(axis=1))
-            whole &= np.take(ok, kk).all(axis=1) & (need[-1] < big)
-        picked = np.flatnonzero(whole).tolist()
-        for b in range(0, len(picked), FIT_WINDOWS):
-            sub = picked[b:b + FIT_WINDOWS]
-            real = np.take(positions[0], rows[0][sub], axis=0)  # (windows, n, j)
-            sim = np.take(positions[1], rows[1][sub].reshape(-1, d, n).transpose(2, 0, 1), axis=0)  # (n, windows, d, j)
-            for i, result in zip(sub, _fits(real, sim, delays, cfg.fit_min_motion_rad), strict=True):
-                checks = [(sides[s], int(need[s][i]), int(first[s][i])) for s in (0, 1)]
-                out[ks[i]] = (result, checks)
+    picked = np.flatnonzero(whole).tolist()
+    for b in range(0, len(picked), FIT_WINDOWS):
+        sub = picked[b:b + FIT_WINDOWS]
+        real = np.take(positions[0], rows[0][sub], axis=0)  # (windows, n, j)
+        # Time-major rows: at each sample (and delay) the windows' joints are one contiguous run.
+        grid = np.take(positions[1], rows[1][sub].T, axis=0)  # (span, windows, j)
+        s = grid.strides
+        sim = np.lib.stride_tricks.as_strided(  # (n, windows, d, j), read only
+            grid[at[0, 0]], shape=(n, len(sub), d, j),
+            strides=(sample_step * s[0], s[1], -delay_step * s[0], s[2]), writeable=False)
+        fits = _fits(real, sim, delays, cfg.fit_min_motion_rad)
+        for i, result in zip(sub, fits, strict=True):
+            out[ticks[i]] = (result, [checks[0][i], checks[1][i]])
     return out
 
 
@@ -1366,12 +1400,14 @@ ONSET_MAX_REST_RAD_S = 0.05  # faster than this at the start, the arm was not at
 def _fits(real: np.ndarray, sim: np.ndarray, delays: np.ndarray,
           min_motion_rad: float) -> list[tuple[DelayFit | None, bool]]:
     """Delay/gain/offset fits of F windows at once: real (F, n, J), sim (n, F, D, J) at the
-    D delays; per window (fit, whether its delay counts toward the latency estimate).
+    D delays (any strides); per window (fit, whether its delay counts toward the latency estimate).
 
-    Sums over a window's samples run sample after sample whatever F is (np.mean over the
-    leading axis, and einsum's reductions here: the tests hold both to it), so one window
-    alone gives the bits it gets in a batch; sim is sample-major so that each step of
-    them is one long contiguous row (F * D * J values), not F * D rows of J.
+    Sums over a window's samples run sample after sample whatever F is or however the
+    values lie in memory (np.mean over the leading axis, and einsum's reductions here: the
+    tests hold both to it), so one window alone gives the bits it gets in a batch. The
+    plan's views (one grid of rows per batch, samples and delays time-major, the F windows'
+    joints one contiguous run at each) are fastest: their delays, stepping backwards in
+    memory, are turned first, and then every loop here runs over runs of F * J values or more.
 
     The centred residual real - sim is yc - xc (both centred), so its sums come from the
     products of xc with yc and itself: two passes over the (n, F, D, J) values instead
@@ -1379,41 +1415,55 @@ def _fits(real: np.ndarray, sim: np.ndarray, delays: np.ndarray,
     difference of sums, exact to ~1e-16 of the signal's: far below any residual that
     matters (a perfect match, sst = 0, is caught first).
     """
-    out: list[tuple[DelayFit | None, bool]] = []
+    n, windows, d = sim.shape[0], sim.shape[1], sim.shape[2]
     sim0 = sim[:, :, 0]  # (n, F, J)
-    motion = np.max(np.std(sim0, axis=0), axis=1)  # (F,)
-    r0 = real - sim0.transpose(1, 0, 2)  # (F, n, J)
-    y = real.transpose(1, 0, 2)  # (n, F, J)
+    # Every value below is computed per (window, delay, joint): reversing the delays changes no bit.
+    turned = d > 1 and sim.strides[2] < 0
+    x = sim[:, :, ::-1] if turned else sim
+    # y (n, F, J) time-major: the sums with xc run over the F * J values of each sample at
+    # once. With one joint, a window alone sums its samples pairwise (its only axis): a batch
+    # keeps them window-major to do the same.
+    if real.shape[2] > 1:
+        y = np.ascontiguousarray(real.transpose(1, 0, 2))
+    else:
+        y = np.ascontiguousarray(real).transpose(1, 0, 2)
     yc = y - y.mean(axis=0)
-    xc = sim - sim.mean(axis=0)  # (n, F, D, J)
+    syy = np.einsum("nfj,nfj->fj", yc, yc)[:, None, :]
+    xc = x - x.mean(axis=0)  # (n, F, D, J)
     sxy = np.einsum("nfdj,nfj->fdj", xc, yc)
     sxx = np.einsum("nfdj,nfdj->fdj", xc, xc)  # (F, D, J)
-    syy = np.einsum("nfj,nfj->fj", yc, yc)[:, None, :]
+    if turned:
+        sxy, sxx = sxy[:, ::-1], sxx[:, ::-1]
+    # np.std of the delay-0 samples: the same centring, sum of squares and division.
+    motion = np.max(np.sqrt(sxx[:, 0] / n), axis=1)  # (F,)
     sxr = sxy - sxx  # sum of xc * (yc - xc)
     slope = np.where(sxx > 1e-12, sxr / np.maximum(sxx, 1e-12), 0.0)
     sse = np.maximum((syy - 2.0 * sxy + sxx) - slope * sxr, 0.0)
     total = np.sum(sse, axis=2)  # (F, D)
-    squares = r0 ** 2
+    squares = np.ascontiguousarray((real - sim0.transpose(1, 0, 2)) ** 2)  # (F, n, J)
     worst = np.argmax(np.sum(squares, axis=1), axis=1)  # (F,)
-    # Per window: its whole sum of squares, best delay, that delay's total and gain slope.
-    windows = range(real.shape[0])
-    sst_all = [float(np.sum(squares[f])) for f in windows]
-    best_all = np.argmin(total, axis=1)
-    total_best = total[windows, best_all].tolist()
-    slope_best = slope[windows, best_all, worst].tolist()
-    size = r0[0].size if r0.shape[0] else 0
-    for sst, best, tot, slope_f, moved in zip(sst_all, best_all.tolist(), total_best, slope_best,
-                                                  (~(motion < min_motion_rad)).tolist(), strict=True):
-        if sst <= 0:
+    # Per window: its whole sum of squares (each window's values in one pairwise sum, as np.sum
+    # of the window alone), best delay, that delay's total and gain slope.
+    size = n * real.shape[2]
+    sst = np.add.reduce(squares.reshape(windows, size), axis=1)
+    best = np.argmin(total, axis=1)
+    rows = np.arange(windows)
+    tot = total[rows, best]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        explained = 1.0 - tot / sst
+    explained = np.where(explained > 0.0, explained, 0.0)  # max(0.0, explained) (NaN included)
+    values = zip(sst.tolist(), delays[best].tolist(), (1.0 + slope[rows, best, worst]).tolist(), explained.tolist(),
+                 np.sqrt(sst / size).tolist(), np.sqrt(tot / size).tolist(), (~(motion < min_motion_rad)).tolist(),
+                 strict=True)
+    out: list[tuple[DelayFit | None, bool]] = []
+    for s, delay, gain, expl, rms, fit_rms, moved in values:
+        if s <= 0:
             out.append((DelayFit(0.0, 1.0, 1.0, 0.0, 0.0), False))
-            continue
-        explained = max(0.0, 1.0 - tot / sst)
-        if not moved:
+        elif not moved:
             # Without motion, delay and gain are not identifiable; only an offset is.
-            out.append((DelayFit(0.0, 1.0, explained, math.sqrt(sst / size), math.sqrt(tot / size)), False))
-            continue
-        out.append((DelayFit(float(delays[best]), 1.0 + slope_f, explained, math.sqrt(sst / size),
-                             math.sqrt(tot / size)), True))
+            out.append((DelayFit(0.0, 1.0, expl, rms, fit_rms), False))
+        else:
+            out.append((DelayFit(delay, gain, expl, rms, fit_rms), True))
     return out
 
 
@@ -2363,7 +2413,9 @@ class DivergenceEngine:
         times, query, delays = self._fit_query(np.array([t]))
         n = times.shape[1]
         real = self._joints["real"].sample(times[0], self._max_gap_ns, cols=j)
-        sim = self._joints["sim"].sample(query.ravel(), self._max_gap_ns, cols=j).reshape(len(delays), n, j)
+        # The delays' samples share their times (~124 of 1,300 distinct): each is sampled once.
+        at, where = np.unique(query.ravel(), return_inverse=True)
+        sim = self._joints["sim"].sample(at, self._max_gap_ns, cols=j)[where.reshape(len(delays), n)]  # (D, n, J)
         ok = np.all(np.isfinite(real), axis=1) & np.all(np.isfinite(sim), axis=(0, 2))
         if not ok.all():
             # Samples lost on the way (a loaded monitor's queue) leave holes: fit on the rest
