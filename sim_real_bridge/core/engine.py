@@ -62,11 +62,15 @@ from sim_real_bridge.core.features import (
     HealthFlag,
     HealthMarks,
     HealthRows,
+    HealthTicks,
     StreamHealth,
     add_planned,
+    add_rows,
+    add_ticks,
     plan_jitter,
     plan_marks,
     plan_rows,
+    plan_tick_feeds,
 )
 from sim_real_bridge.core.ledger import CategoryShareRecord, ResidualLedger, residual_energy
 from sim_real_bridge.errors import ConfigError
@@ -373,6 +377,31 @@ class _PlannedStream:
     refused_list: list[int] = field(default_factory=list)
     fed: int = 0
     refused_fed: int = 0
+    # Per tick of plan_ticks (by its index): the rows fed by then, the newest receive time
+    # fed, and the tracker's feeds (with its state after them).
+    tick_cuts: list[int] | None = None
+    tick_recv: list[int | None] | None = None
+    health_ticks: HealthTicks | None = None
+
+
+@dataclass
+class _TickPlan:
+    """The tick times of :meth:`DivergenceEngine.plan_ticks` and what feeding each takes.
+
+    Planned streams keep, per tick index, the rows fed by then (``tick_cuts``) and the
+    state after them. While the ticks are fed in order and nothing else is fed, every
+    stream is fed exactly through tick ``fed``: the next tick only moves the rows
+    visible and sets the states it keeps (``_PlannedStream.fed`` is brought up to date
+    before any other feed).
+    """
+
+    times: list[int]
+    reveal: list[tuple["_Series", list[int]]]  # the series of the rest, with their rows visible at each tick
+    recv: list[tuple["_Series", list[int | None]]]  # those with a tracker, with their newest receive time
+    health: list[HealthTicks]  # their trackers' feeds
+    clocks: list[tuple["_ClockMap", "_ClockPlan"]]
+    other: dict[int, list["_PlannedStream"]]  # tick -> the streams it feeds as any feed: commands, refusals
+    fed: int = -1  # every stream is fed exactly through this tick (-1: not so)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -748,6 +777,17 @@ class _ClockMap:
         plan.fed = hi
         self._plan = plan
 
+    def feed_tick(self, plan: "_ClockPlan", k: int) -> None:
+        """``feed_planned`` of the rows fed by tick k of ``plan.plan_ticks``, from the state kept for it."""
+        hi = plan.tick_fed[k]  # type: ignore[index]
+        if hi <= plan.fed:
+            return
+        self._offsets[0] = plan.tick_offsets[k]  # type: ignore[index]
+        self._last_recv[0] = plan.tick_recv[k]  # type: ignore[index]
+        self._count += hi - plan.fed
+        plan.fed = hi
+        self._plan = plan
+
     def _sync(self) -> None:
         """Bring the delay histories and per-stream stamps up to the planned rows fed."""
         plan = self._plan
@@ -810,6 +850,18 @@ class _ClockPlan:
     synced: int = 0
     row_lists: list[list[int]] | None = None
     delays_f: np.ndarray | None = None  # the delays as floats, made when the spread first reads them
+    # Per tick of plan_ticks (by index): the rows fed by then, the offset and receive time after them.
+    tick_fed: list[int] | None = None
+    tick_offsets: list[int] | None = None
+    tick_recv: list[int] | None = None
+
+    def plan_ticks(self, cuts: np.ndarray) -> None:
+        """Keep, for each tick, the rows fed by then (``cuts``) and the state after them."""
+        fed = np.asarray(cuts, dtype=np.int64)
+        last = np.maximum(fed - 1, 0)
+        self.tick_fed = fed.tolist()
+        self.tick_offsets = self.offsets[last].tolist()
+        self.tick_recv = self.recv[last].tolist()
 
 
 class _Pure:
@@ -1526,8 +1578,7 @@ class DivergenceEngine:
         self.analysis_count = 0
         self._planned: list[_PlannedStream] = []
         self._grid_plan: _GridPlan | None = None
-        # tick time -> rows of each planned stream, and of each planned side, fed by then
-        self._tick_cuts: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self._ticks: _TickPlan | None = None  # the ticks of plan_ticks
         self._trimmed_ns: int | None = None
         self._planned_sides: list[tuple[str, list[_PlannedStream]]] = []
 
@@ -1761,24 +1812,49 @@ class DivergenceEngine:
     def plan_ticks(self, ticks_ns: np.ndarray, inclusive: bool = False) -> None:
         """Tell planned columns the tick times to come: each tick feeds the rows received
         before it (``inclusive``: up to it) with :meth:`feed_columns` first. Precomputes
-        what the analysis then reads of the stream trackers (the same values)."""
-        ticks = np.asarray(ticks_ns, dtype=np.int64) + (1 if inclusive else 0)
-        # The rows each tick feeds, found at once (feed_columns looks them up by time).
+        what the feed sets and the analysis then reads of the stream trackers (the same values)."""
+        self._sync_fed()
+        ticks = np.sort(np.asarray(ticks_ns, dtype=np.int64)) + (1 if inclusive else 0)
+        self._ticks = None
+        if not self._planned_sides or not ticks.size:
+            return
+        # The rows each tick feeds, found at once (feed_columns finds the tick by its time).
         cuts = [np.searchsorted(p.recv, ticks, side="left") for p in self._planned]
         of_stream = {id(p): c for p, c in zip(self._planned, cuts, strict=True)}
-        side_cuts = [sum(of_stream[id(p)] for p in plans) for _, plans in self._planned_sides]
-        self._tick_cuts = dict(zip(ticks.tolist(), zip(zip(*[c.tolist() for c in cuts], strict=True),
-                                                       zip(*[c.tolist() for c in side_cuts], strict=True)),
-                                   strict=True)) if cuts and side_cuts else {}
+        plan = _TickPlan(ticks.tolist(), [], [], [], [], {})
+        for side, plans in self._planned_sides:
+            clock = plans[0].clock
+            clock.plan_ticks(sum(of_stream[id(p)] for p in plans))  # type: ignore[union-attr]
+            plan.clocks.append((self._clock[side], clock))  # type: ignore[arg-type]
         for p, counts in zip(self._planned, cuts, strict=True):
-            if p.health is None:
-                continue
-            counts = np.concatenate((counts, [p.recv.size]))
-            if p.rows is not None:
-                p.rows.prepare(counts - 1)
+            p.tick_cuts = counts.tolist()
+            health = p.health is not None and p.marks is not None and p.health_values is not None
+            if health:
+                recv: list[int | None] = p.recv[np.maximum(counts - 1, 0)].tolist()
+                for k in np.flatnonzero(counts == 0).tolist():
+                    recv[k] = None
+                p.tick_recv = recv
+                if p.rows is not None:
+                    p.health_ticks = plan_tick_feeds(p.health, p.marks, p.rows, p.health_values,  # type: ignore[arg-type]
+                                                     counts)
+            if p.series is None or p.refused_list or p.health_ticks is None and health:
+                # Fed one by one at the ticks that move its rows or its refusals.
+                moved = counts[1:] > counts[:-1]
+                if p.refused_list:
+                    refused = np.searchsorted(np.asarray(p.refused_list, dtype=np.int64), ticks, side="left")
+                    moved |= refused[1:] > refused[:-1]
+                for k in (np.flatnonzero(moved) + 1).tolist():
+                    plan.other.setdefault(k, []).append(p)
+            else:
+                plan.reveal.append((p.series, p.tick_cuts))
+                if p.health_ticks is not None:
+                    plan.recv.append((p.series, p.tick_recv))  # type: ignore[arg-type]
+                    plan.health.append(p.health_ticks)
             # The sim side's health reports dropouts only (see _analyse): no jitter statistics.
-            if p.column.side != "sim":
-                plan_jitter(p.health, np.asarray(p.column.stamp_ns, dtype=np.int64), counts)
+            if health and p.column.side != "sim":
+                plan_jitter(p.health, np.asarray(p.column.stamp_ns, dtype=np.int64),  # type: ignore[arg-type]
+                            np.concatenate((counts, [p.recv.size])))
+        self._ticks = plan
 
     @property
     def next_grid_ns(self) -> int | None:
@@ -1792,13 +1868,35 @@ class DivergenceEngine:
 
     def feed_columns(self, before_recv_ns: int | None = None) -> None:
         """Feed every planned row (and refusal) received before ``before_recv_ns`` (None: all)."""
+        ticks = self._ticks
+        if ticks is not None and before_recv_ns is not None:
+            k = ticks.fed + 1
+            if 0 < k < len(ticks.times) and ticks.times[k] == before_recv_ns:
+                # Every stream fed exactly through tick k - 1 (the usual replay): the rows and
+                # states plan_ticks kept for tick k.
+                ticks.fed = k
+                for series, cuts in ticks.reveal:
+                    series._n = cuts[k]  # (series.reveal)
+                for series, recvs in ticks.recv:
+                    series.last_recv_ns = recvs[k]
+                add_ticks(ticks.health, k)
+                for clock, plan in ticks.clocks:
+                    clock.feed_tick(plan, k)
+                for p in ticks.other.get(k, ()):
+                    p.fed = p.tick_cuts[k - 1]  # type: ignore[index]
+                    self._feed_stream(p, p.tick_cuts[k], before_recv_ns, k)  # type: ignore[index]
+                return
+        self._sync_fed()
         planned = self._planned
-        # A stream (a side) fed beyond a cut, by an earlier call with a later time, skips it either way.
-        known = self._tick_cuts.get(before_recv_ns) if before_recv_ns is not None else None
+        k = None  # the tick of plan_ticks at this time, if one: its rows and states are precomputed
+        if ticks is not None and before_recv_ns is not None:
+            k = bisect_left(ticks.times, before_recv_ns)
+            if k == len(ticks.times) or ticks.times[k] != before_recv_ns:
+                k = None
         cuts: Sequence[int]
-        side_cuts: Sequence[int] | None = None
-        if known is not None:
-            cuts, side_cuts = known
+        if k is not None:
+            # A stream (a side) fed beyond a cut, by an earlier call with a later time, skips it either way.
+            cuts = [p.tick_cuts[k] for p in planned]  # type: ignore[index]
         else:
             cuts = [p.recv.size if before_recv_ns is None
                     else max(p.fed, int(np.searchsorted(p.recv, before_recv_ns, side="left"))) for p in planned]
@@ -1808,31 +1906,55 @@ class DivergenceEngine:
             if firsts:
                 self.first_recv_ns = min(firsts)
         for p, hi in zip(planned, cuts):
-            if p.refused_list:
-                col = p.column
-                refused = p.refused_list
-                r_hi = len(refused) if before_recv_ns is None else bisect_left(refused, before_recv_ns, p.refused_fed)
-                for k in range(p.refused_fed, r_hi):
-                    self.on_rejected(col.side, col.stream, col.refused_reasons[k])
-                p.refused_fed = max(p.refused_fed, r_hi)
-            lo = p.fed
-            if hi <= lo:
-                continue
-            p.fed = hi
-            series = p.series
-            if series is None:  # commands
-                for i in range(lo, hi):
-                    start_ns, names, points = p.column.commands[i]
-                    self.on_command(int(start_ns), int(p.recv[i]), names, points)
-                continue
-            series.reveal(hi)
-            if p.health is not None and p.marks is not None and p.health_values is not None:
-                series.last_recv_ns = p.recv.item(hi - 1)
-                add_planned(p.health, p.marks, lo, hi, *p.lists, p.health_values, p.rows)
-        for k, (side, plans) in enumerate(self._planned_sides):
+            self._feed_stream(p, hi, before_recv_ns, k)
+        for side, plans in self._planned_sides:
             # The side's rows received before a time are a prefix of its feed order (plan_columns).
-            fed = sum(p.fed for p in plans) if side_cuts is None else side_cuts[k]
-            self._clock[side].feed_planned(plans[0].clock, fed)  # type: ignore[arg-type]
+            if k is not None:
+                self._clock[side].feed_tick(plans[0].clock, k)  # type: ignore[arg-type]
+            else:
+                self._clock[side].feed_planned(plans[0].clock, sum(p.fed for p in plans))  # type: ignore[arg-type]
+        if ticks is not None and k is not None and all(p.fed == p.tick_cuts[k] for p in planned):  # type: ignore[index]
+            ticks.fed = k
+
+    def _sync_fed(self) -> None:
+        """Bring ``_PlannedStream.fed`` up to the ticks fed by ``_feed_next_tick`` (then
+        leave it: the next feed is not the next tick's)."""
+        ticks = self._ticks
+        if ticks is not None and ticks.fed >= 0:
+            for p in self._planned:
+                p.fed = p.tick_cuts[ticks.fed]  # type: ignore[index]
+            ticks.fed = -1
+
+    def _feed_stream(self, p: _PlannedStream, hi: int, before_recv_ns: int | None, k: int | None) -> None:
+        """Feed one planned stream's refusals received before ``before_recv_ns`` and its rows up to ``hi``."""
+        if p.refused_list:
+            col = p.column
+            refused = p.refused_list
+            r_hi = len(refused) if before_recv_ns is None else bisect_left(refused, before_recv_ns, p.refused_fed)
+            for i in range(p.refused_fed, r_hi):
+                self.on_rejected(col.side, col.stream, col.refused_reasons[i])
+            p.refused_fed = max(p.refused_fed, r_hi)
+        lo = p.fed
+        if hi <= lo:
+            return
+        p.fed = hi
+        series = p.series
+        if series is None:  # commands
+            for i in range(lo, hi):
+                start_ns, names, points = p.column.commands[i]
+                self.on_command(int(start_ns), int(p.recv[i]), names, points)
+            return
+        series._n = hi  # (series.reveal)
+        health = p.health
+        if health is None or p.marks is None or p.health_values is None:
+            return
+        if k is not None and p.health_ticks is not None:
+            # (add_planned with the tick's state: hi is this tick's cut)
+            series.last_recv_ns = p.tick_recv[k]  # type: ignore[index]
+            add_rows(health, p.marks, lo, hi, p.health_values, p.rows, p.health_ticks.states[k])  # type: ignore[arg-type]
+        else:
+            series.last_recv_ns = p.recv.item(hi - 1)
+            add_planned(health, p.marks, lo, hi, *p.lists, p.health_values, p.rows)
 
     # ------------------------------------------------------------------ ticking
     def _streams_seen(self) -> list[tuple[_Series, StreamHealth]]:
