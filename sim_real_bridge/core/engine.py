@@ -489,37 +489,64 @@ class _Series:
         q = t0 + np.arange(count, dtype=np.int64) * step_ns
         idx = np.searchsorted(times, q, side="right")
         lo = np.clip(idx - 1, 0, size - 1)
-        hi = np.clip(idx, 0, size - 1)
-        exact = (idx > 0) & (times[lo] == q)
-        inside = ~exact & (idx > 0) & (idx < size)
-        span = (times[hi] - times[lo]).astype(float)
-        w = np.where(span > 0, (q - times[lo]) / np.where(span > 0, span, 1.0), 0.0)
+        t_lo = times[lo]
+        after = idx > 0
+        inside = after & (idx < size)
+        exact = after & (t_lo == q)
+        span = (times[np.minimum(idx, size - 1)] - t_lo).astype(float)
         out = np.full((count, self.width), np.nan)
-        interp = vals[lo] * (1 - w)[:, None] + vals[hi] * w[:, None]
-        ok = inside & (span <= max_gap_ns)
-        out[ok] = interp[ok]
-        out[exact] = vals[lo][exact]
+        # Interpolated only where bracketed within the gap (the rest stays NaN), exact rows copied.
+        rows = np.flatnonzero(inside & ~exact & (span <= max_gap_ns))
+        if rows.size:
+            s, lo_r = span[rows], lo[rows]
+            w = np.where(s > 0, (q[rows] - t_lo[rows]) / np.where(s > 0, s, 1.0), 0.0)
+            interp = vals[lo_r]
+            interp *= (1 - w)[:, None]
+            upper = vals[lo_r + 1]
+            upper *= w[:, None]
+            interp += upper
+            out[rows] = interp
+        rows = np.flatnonzero(exact)
+        out[rows] = vals[lo[rows]]
         big = np.iinfo(np.int64).max
         need = np.where(exact, idx, np.where(inside, idx + 1, big))
         cache = _GridCache(t0, step_ns, max_gap_ns, need, idx - 1, out)
         if window_ns is not None:
             first = np.searchsorted(times, q - window_ns, side="right")
-            has = idx > first
-            means = np.full((count, self.width), np.nan)
-            # The live mean's own reduction (from 0.0, rows added in order, then divided), for
-            # all windows at once (reduceat or cumsums round differently); longest windows first.
-            rows = np.flatnonzero(has)
-            rows = rows[np.argsort(first[rows] - idx[rows], kind="stable")]
-            start, lengths = first[rows], idx[rows] - first[rows]
-            sums = np.zeros((rows.size, self.width))
-            longer = np.searchsorted(-lengths, -np.arange(int(lengths.max()) if rows.size else 0), side="left")
-            for k, n in enumerate(longer.tolist()):
-                sums[:n] += vals[start[:n] + k]
-            means[rows] = sums / lengths[:, None]
             cache.window_ns = int(window_ns)
             cache.w_need, cache.w_first = idx, first
-            cache.w_values = means
+            cache.w_values = self._window_means(first, idx)
         self._grid = cache
+
+    def _window_means(self, first: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """The live mean of rows first[k]..end[k] - 1 of the loaded stream for each k (NaN
+        rows where empty): its own reduction, from 0.0 with the rows added in order, then
+        divided (reduceat or cumsums round differently), all windows at once."""
+        vals = self._buf_v
+        size, width = vals.shape
+        means = np.full((first.size, width), np.nan)
+        rows = np.flatnonzero(end > first)
+        if not rows.size:
+            return means
+        # Longest windows first: the k-th rows of all windows longer than k are a prefix.
+        rows = rows[np.argsort(first[rows] - end[rows], kind="stable")]
+        start, lengths = first[rows], end[rows] - first[rows]
+        longest = int(lengths[0])
+        longer = np.searchsorted(-lengths, -np.arange(longest), side="left")  # windows longer than k
+        # Window k-th rows gathered at once, column-major and k-major (each step adds a
+        # contiguous block); zeros pad windows running past the stream's end (never added).
+        padded = np.zeros((width, size + longest))
+        padded[:, :size] = vals.T
+        windows = np.lib.stride_tricks.sliding_window_view(padded, longest, axis=1)
+        steps = np.ascontiguousarray(windows.transpose(2, 0, 1)[:, :, start])  # (k, column, window)
+        sums = np.zeros((width, rows.size))
+        for k, n in enumerate(longer.tolist()):
+            if n == rows.size:
+                sums += steps[k]
+            else:
+                sums[:, :n] += steps[k, :, :n]
+        means[rows] = (sums / lengths).T
+        return means
 
     def _grid_row(self, t_ns: int, max_gap_ns: int) -> np.ndarray | None:
         g = self._grid
