@@ -896,9 +896,10 @@ class _Pure:
 
     __slots__ = ("sim_row", "real_row", "joints_valid", "ee_sim", "ee_real", "obj_sim", "obj_real", "ee_err",
                  "ee_err_norm", "tip_sim", "tip_real", "obj_err", "obj_tool_err", "real_tool_object_m",
-                 "sim_obj_speed", "sim_w", "real_w", "wrench_valid", "world_sim", "world_real", "frame", "moving",
-                 # derived from the above (``_derive``): residuals, their squares, norms and masks
-                 "res", "q_sq", "eff_sq", "q_abs", "q_sq_sum", "joint_record", "world_sim_ok", "world_real_ok",
+                 "sim_obj_speed", "sim_w", "real_w", "wrench_valid", "frame", "moving",
+                 # derived from the above and the forces in the world frame (``_derive``):
+                 # residuals, norms and masks
+                 "res", "q_abs", "q_sq_sum", "joint_record", "world_sim_ok", "world_real_ok",
                  "raw_force", "torque_res", "force_norm", "contact_force_res", "contact_force_norm",
                  "torque_norm", "stalling", "slow_real", "ee_both", "obj_both", "energy",
                  # rotation angles real vs sim (rad), or None: computed when a pose record needs them
@@ -915,8 +916,8 @@ class _Pure:
         p = cls.__new__(cls)
         (p.sim_row, p.real_row, p.joints_valid, p.ee_sim, p.ee_real, p.obj_sim, p.obj_real, p.ee_err,
          p.ee_err_norm, p.tip_sim, p.tip_real, p.obj_err, p.obj_tool_err, p.real_tool_object_m,
-         p.sim_obj_speed, p.sim_w, p.real_w, p.wrench_valid, p.world_sim, p.world_real, p.frame, p.moving,
-         p.res, p.q_sq, p.eff_sq, p.q_abs, p.q_sq_sum, p.joint_record, p.world_sim_ok, p.world_real_ok,
+         p.sim_obj_speed, p.sim_w, p.real_w, p.wrench_valid, p.frame, p.moving,
+         p.res, p.q_abs, p.q_sq_sum, p.joint_record, p.world_sim_ok, p.world_real_ok,
          p.raw_force, p.torque_res, p.force_norm, p.contact_force_res, p.contact_force_norm,
          p.torque_norm, p.stalling, p.slow_real, p.ee_both, p.obj_both, p.energy, p.ee_angle, p.obj_angle,
          p.world_sim_l, p.world_real_l, p.raw_force_l, p.torque_res_l, p.obj_err_l,
@@ -1232,8 +1233,8 @@ def _derive_columns(engine: "DivergenceEngine", c: dict[str, Any]) -> None:
     res = c["real_row"] - c["sim_row"]
     q_res, eff_res = res[:, :j], res[:, 2 * j:]
     c["res"] = res
-    c["q_sq"] = q_sq = q_res ** 2
-    c["eff_sq"] = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
+    q_sq = q_res ** 2
+    eff_sq = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
     c["q_abs"] = np.abs(q_res)
     c["q_sq_sum"] = np.sum(q_sq, axis=1).tolist()
     c["joint_record"] = (np.asarray(c["joints_valid"]) | np.isfinite(q_res).any(axis=1)).tolist()
@@ -1267,8 +1268,12 @@ def _derive_columns(engine: "DivergenceEngine", c: dict[str, Any]) -> None:
     c["world_sim_l"], c["world_real_l"] = c["world_sim"].tolist(), c["world_real"].tolist()
     c["raw_force_l"], c["torque_res_l"] = raw.tolist(), torque.tolist()
     c["obj_err_l"] = (c["obj_real"][:, :3] - c["obj_sim"][:, :3]).tolist()
-    c["q_sq_l"], c["eff_sq_l"] = c["q_sq"].tolist(), c["eff_sq"].tolist()
+    c["q_sq_l"], c["eff_sq_l"] = q_sq.tolist(), eff_sq.tolist()
     c["stalling_any"] = c["stalling"].any(axis=1).tolist()
+
+
+#: ``_side_moving``'s answers (joint_states, wrench), shared by the grid plan's rows (read only).
+_MOVING = tuple({"joint_states": a, "wrench": b} for a in (False, True) for b in (False, True))
 
 
 def _plan_moving(engine: "DivergenceEngine", times: np.ndarray,
@@ -1291,31 +1296,44 @@ def _plan_moving(engine: "DivergenceEngine", times: np.ndarray,
         lo = np.searchsorted(st, times - win_ns)
         hi = np.searchsorted(st, times, side="right")
         moving = np.zeros(K, dtype=bool)
-        full = (hi - lo) >= 2
-        if K and full.any() and st.size:
-            # The live test is max |v - v[lo]| > thr over the window, NaN ignored. Rounding is
-            # monotone, so that max is max(vmax - v[lo], v[lo] - vmin) with the window's
-            # NaN-ignoring max and min: one reduction per window (reduceat over the pairs
-            # lo, hi; a pair with lo >= hi gives one row, and such windows are not full).
-            # Only the rows this block reads, one contiguous row per column (reduceat's
-            # segments are cheap along the last axis).
-            a0, b0 = int(lo.min()), int(hi.max())
-            span = np.ascontiguousarray(sv[a0:b0].T)  # (columns, m)
-            m = b0 - a0
-            edges = np.minimum(np.column_stack((lo - a0, hi - a0)).ravel(), m - 1)
-            vmax = np.fmax.reduceat(span, edges, axis=1)[:, ::2]
-            vmin = np.fmin.reduceat(span, edges, axis=1)[:, ::2]
-            # A window reaching the span's last row stops one short of it (an index must be < m).
-            ends = (hi - a0) == m
-            vmax[:, ends] = np.fmax(vmax[:, ends], span[:, m - 1:m])
-            vmin[:, ends] = np.fmin(vmin[:, ends], span[:, m - 1:m])
-            first = span[:, np.minimum(lo - a0, m - 1)]
+        full = np.flatnonzero((hi - lo) >= 2)
+        if full.size and st.size and sv.shape[1]:
+            # The live test is max |v - v[lo]| > thr over the window, NaN ignored: a window's
+            # second or last row past the threshold decides it (most windows of a moving arm).
+            first = sv[lo[full]]
             with np.errstate(invalid="ignore"):
-                moving = full & ((vmax - first > thr) | (first - vmin > thr)).any(axis=0)
-        _, need, first = checks.get(id(series), (series, np.zeros(K, dtype=np.int64), np.full(K, big, dtype=np.int64)))
-        checks[id(series)] = (series, np.maximum(need, hi), np.minimum(first, lo))
+                moved = ((np.abs(sv[lo[full] + 1] - first) > thr).any(axis=1)
+                         | (np.abs(sv[hi[full] - 1] - first) > thr).any(axis=1))
+            moving[full[moved]] = True
+            rest = full[~moved]
+            if rest.size:
+                moving[rest] = _windows_moved(sv, lo[rest], hi[rest], thr)
+        _, need, first_row = checks.get(id(series), (series, np.zeros(K, dtype=np.int64),
+                                                     np.full(K, big, dtype=np.int64)))
+        checks[id(series)] = (series, np.maximum(need, hi), np.minimum(first_row, lo))
         out[topic] = moving
-    return [{"joint_states": a, "wrench": b} for a, b in zip(out["joint_states"].tolist(), out["wrench"].tolist())]
+    return [_MOVING[i] for i in (2 * out["joint_states"] + out["wrench"]).tolist()]
+
+
+def _windows_moved(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, thr: float) -> np.ndarray:
+    """Per window of rows lo..hi - 1 (at least two, in order): max |v - v[lo]| > thr, NaN ignored."""
+    # Rounding is monotone, so that max is max(vmax - v[lo], v[lo] - vmin) with the window's
+    # NaN-ignoring max and min: one reduction per window (reduceat over the pairs lo, hi;
+    # a pair with lo >= hi gives one row, never a window's). Only the rows the windows
+    # read, one contiguous row per column (reduceat's segments are cheap along the last axis).
+    a0, b0 = int(lo.min()), int(hi.max())
+    span = np.ascontiguousarray(values[a0:b0].T)  # (columns, m)
+    m = b0 - a0
+    edges = np.minimum(np.column_stack((lo - a0, hi - a0)).ravel(), m - 1)
+    vmax = np.fmax.reduceat(span, edges, axis=1)[:, ::2]
+    vmin = np.fmin.reduceat(span, edges, axis=1)[:, ::2]
+    # A window reaching the span's last row stops one short of it (an index must be < m).
+    ends = (hi - a0) == m
+    vmax[:, ends] = np.fmax(vmax[:, ends], span[:, m - 1:m])
+    vmin[:, ends] = np.fmin(vmin[:, ends], span[:, m - 1:m])
+    first = span[:, lo - a0]
+    with np.errstate(invalid="ignore"):
+        return ((vmax - first > thr) | (first - vmin > thr)).any(axis=0)
 
 
 def _norm(x: np.ndarray) -> float:
@@ -2186,27 +2204,27 @@ class DivergenceEngine:
                 world[side] = _rotate(rot, w[:3])
             else:
                 world[side] = w[:3].copy()
-        p.world_sim, p.world_real = world["sim"], world["real"]
         # Without any orientation both stay in the sensor frame, with a tool weight of its own.
         p.frame = "world" if ok["sim"] or ok["real"] else "sensor"
         p.moving = self._side_moving("sim", t)
         p.ee_angle = p.obj_angle = None
-        self._derive(p)
+        self._derive(p, world["sim"], world["real"])
 
-    def _derive(self, p: "_Pure") -> None:
+    def _derive(self, p: "_Pure", world_sim: np.ndarray, world_real: np.ndarray) -> None:
         """The residuals, squares, norms and masks ``_analyse`` takes from the stream values
-        (the per-tick twin of the grid plan's columns; same float operations)."""
+        and the forces in the world frame (the per-tick twin of the grid plan's columns;
+        same float operations)."""
         cfg = self.config
         j = len(self.joint_names or ())
         res = p.res  # with joint_record, from _pure_joints
         q_res, eff_res = res[:j], res[2 * j:]
-        p.q_sq = q_res ** 2
-        p.eff_sq = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
+        q_sq = q_res ** 2
+        eff_sq = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
         p.q_abs = np.abs(q_res)
-        p.q_sq_sum = float(np.sum(p.q_sq))
-        p.world_sim_ok = bool(np.isfinite(p.world_sim).all())
-        p.world_real_ok = bool(np.isfinite(p.world_real).all())
-        p.raw_force = p.world_real - p.world_sim
+        p.q_sq_sum = float(np.sum(q_sq))
+        p.world_sim_ok = bool(np.isfinite(world_sim).all())
+        p.world_real_ok = bool(np.isfinite(world_real).all())
+        p.raw_force = world_real - world_sim
         p.torque_res = p.real_w[3:] - p.sim_w[3:]
         p.force_norm = _norm(p.raw_force) if p.wrench_valid else float("nan")
         p.contact_force_res = p.real_w[:3] - p.sim_w[:3]
@@ -2219,10 +2237,10 @@ class DivergenceEngine:
         p.obj_both = bool(np.isfinite(p.obj_sim).all() and np.isfinite(p.obj_real).all())
         p.energy = residual_energy(q_res if p.joints_valid else np.zeros(0), p.force_norm,
                                    cfg.ledger_q_scale_rad, cfg.ledger_force_scale_n)
-        p.world_sim_l, p.world_real_l = p.world_sim.tolist(), p.world_real.tolist()
+        p.world_sim_l, p.world_real_l = world_sim.tolist(), world_real.tolist()
         p.raw_force_l, p.torque_res_l = p.raw_force.tolist(), p.torque_res.tolist()
         p.obj_err_l = (p.obj_real[:3] - p.obj_sim[:3]).tolist()
-        p.q_sq_l, p.eff_sq_l = p.q_sq.tolist(), p.eff_sq.tolist()
+        p.q_sq_l, p.eff_sq_l = q_sq.tolist(), eff_sq.tolist()
         p.stalling_any = bool(p.stalling.any())
 
     def _analyse(self, t: int) -> None:
