@@ -515,3 +515,35 @@ def test_planned_grid_samples_equal_the_live_samples_bit_for_bit() -> None:
         served += 1
         exact += int(t in on_grid)
     assert served > 0.9 * (times[-1] - times[0]) / step and exact > 50
+
+
+@pytest.mark.parametrize("case", ["steady", "backlog", "backwards", "forward"])
+def test_planned_clock_offsets_and_resets_equal_the_per_sample_map(case: str) -> None:
+    """_ClockMap.plan gives the offsets map gives sample by sample, and declines (None)
+    exactly when map sees a clock reset: a stamp going back, or outrunning the receive
+    clock; a delivery backlog is neither."""
+    from sim_real_bridge.core.engine import _ClockMap
+
+    rng = np.random.default_rng(len(case))
+    n, reset_ns, leak = 4000, 500_000_000, 1e-3
+    ids = rng.integers(0, 2, n)
+    stamp = 1_700_000_000_000_000_000 + np.cumsum(rng.integers(500_000, 1_500_000, n)).astype(np.int64)
+    recv = stamp + 2_000_000 + rng.integers(0, 3_000_000, n)
+    if case == "backlog":
+        recv[1000:1400] = recv[1400] + 2_000_000_000  # held back 2 s, delivered at once
+    elif case == "backwards":
+        stamp[(np.arange(n) >= 2500) & (ids == 1)] -= 3_000_000_000
+    elif case == "forward":
+        stamp[(np.arange(n) >= 3000) & (ids == 0)] += 3_000_000_000
+    recv = np.maximum.accumulate(recv)
+    names = ["a", "b"]
+    live = _ClockMap(leak, reset_ns)
+    offsets, resets = [], 0
+    for s, r, k in zip(stamp.tolist(), recv.tolist(), ids.tolist(), strict=True):
+        mapped, reset = live.map(s, r, names[k])
+        offsets.append(mapped - s)
+        resets += reset
+    plan = _ClockMap(leak, reset_ns).plan(stamp, recv, ids, names)
+    assert (plan is None) == (resets > 0) == (case in ("backwards", "forward"))
+    if plan is not None:
+        assert plan.offsets.tolist() == offsets

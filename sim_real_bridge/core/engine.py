@@ -782,11 +782,13 @@ class _ClockMap:
         for idx in rows:
             if idx.size < 2:
                 continue
-            cur, prev = idx[1:], idx[:-1]
-            backwards = stamp[cur] < stamp[prev] - self.reset_ns
-            forward = (((stamp[cur] - stamp[prev]) - (recv[cur] - recv[prev]) > self.reset_ns)
-                       & (d[cur] < offsets[cur - 1] - self.reset_ns))
-            if np.any(backwards | forward):
+            # map's reset tests between a stream's consecutive samples: its stamp went back, or
+            # outran the receive clock (rare: only those samples are checked against the envelope).
+            stamp_step = np.diff(stamp[idx])
+            if np.any(stamp_step < -self.reset_ns):
+                return None
+            cur = idx[1:][stamp_step - np.diff(recv[idx]) > self.reset_ns]
+            if cur.size and np.any(d[cur] < offsets[cur - 1] - self.reset_ns):
                 return None
         return _ClockPlan(stamp, recv, offsets, d - offsets, stream_ids, list(stream_names), rows)
 
