@@ -656,22 +656,18 @@ def plan_marks(config: FeatureConfig, values: np.ndarray) -> HealthMarks:
     to a fresh :class:`StreamHealth`, computed on whole columns (same rules as ``add``)."""
     v = np.asarray(values, dtype=float)
     n, width = v.shape
-    # Column by column, into 1-D accumulators: a comparison of the (often strided) 2-D
-    # block and reductions along its short rows cost more than passes over single columns.
-    all_finite = np.ones(n, dtype=bool)
-    all_same = np.ones(n, dtype=bool)
-    all_same[0:1] = False
+    # On the columns, each contiguous (one copy of the often strided block): the tests and
+    # their reductions across columns run along whole columns, not along short rows.
+    columns = np.ascontiguousarray(v.T)
+    all_finite = np.logical_and.reduce(np.isfinite(columns), axis=0) if width else np.ones(n, dtype=bool)
+    all_same = np.zeros(n, dtype=bool)
     repeats = np.zeros(width, dtype=np.intp)  # rows repeating each component
-    scratch = np.empty(n, dtype=bool)
-    for j in range(width):
-        column = v[:, j]
-        np.isfinite(column, out=scratch)
-        all_finite &= scratch
-        if n > 1:
-            same_j = scratch[1:]
-            np.equal(column[1:], column[:-1], out=same_j)
-            all_same[1:] &= same_j
-            repeats[j] = np.count_nonzero(same_j)
+    if n > 1 and width:
+        same = columns[:, 1:] == columns[:, :-1]
+        np.logical_and.reduce(same, axis=0, out=all_same[1:])
+        repeats = np.count_nonzero(same, axis=1)
+    elif n > 1:
+        all_same[1:] = True
     cond = all_same & all_finite
     # No repeated row (a moving stream): every run is empty.
     repeat_run = _run_length(cond) if cond.any() else np.zeros(n, dtype=np.intp)
