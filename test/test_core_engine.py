@@ -478,3 +478,72 @@ def test_planned_window_means_equal_the_live_means_bit_for_bit() -> None:
         assert np.array_equal(a, b, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(b)), end
         checked += int(np.isfinite(b).any())
     assert checked > 100 and planned._grid is not None and planned._grid.w_values is not None
+
+
+def test_planned_grid_samples_equal_the_live_samples_bit_for_bit() -> None:
+    """_Series.plan_grid's samples (interpolated rows only, exact hits copied) are the live
+    sample's values at every grid time: exact hits, repeated times, gaps over the limit,
+    signed zeros, NaN and inf, and times past the newest sample."""
+    from sim_real_bridge.core.engine import _Series
+
+    rng = np.random.default_rng(11)
+    n = 3000
+    step = 10_000_000
+    times = np.cumsum(rng.integers(0, 6_000_000, n)).astype(np.int64)
+    times[::7] = times[::7] // step * step  # some samples exactly on the grid
+    times[1000:1040] = times[1000]  # repeated times
+    times[2000:] += 300_000_000  # a gap longer than the limit
+    times = np.sort(times)
+    values = rng.normal(size=(n, 5)) * 10.0 ** rng.integers(-6, 6, size=(n, 5))
+    values[rng.random((n, 5)) < 0.05] = -0.0
+    values[500:510, 1] = np.nan
+    values[600:610, 4] = np.inf
+    planned, live = _Series(5), _Series(5)
+    planned.load(times, values)
+    planned.plan_grid(step, 50_000_000)
+    planned.reveal(n)
+    for t, row in zip(times.tolist(), values, strict=True):
+        live.add(t, row)
+    on_grid = set(times[::7].tolist())
+    served = exact = 0
+    for t in range(int(times[0]) // step * step, int(times[-1]) + 3 * step, step):
+        row = planned._grid_row(t, 50_000_000)  # (None: past the newest sample, left to the live path)
+        if row is None:
+            continue
+        b = live.sample(t, 50_000_000)
+        assert np.array_equal(row, b, equal_nan=True) and np.array_equal(np.signbit(row), np.signbit(b)), t
+        served += 1
+        exact += int(t in on_grid)
+    assert served > 0.9 * (times[-1] - times[0]) / step and exact > 50
+
+
+@pytest.mark.parametrize("case", ["steady", "backlog", "backwards", "forward"])
+def test_planned_clock_offsets_and_resets_equal_the_per_sample_map(case: str) -> None:
+    """_ClockMap.plan gives the offsets map gives sample by sample, and declines (None)
+    exactly when map sees a clock reset: a stamp going back, or outrunning the receive
+    clock; a delivery backlog is neither."""
+    from sim_real_bridge.core.engine import _ClockMap
+
+    rng = np.random.default_rng(len(case))
+    n, reset_ns, leak = 4000, 500_000_000, 1e-3
+    ids = rng.integers(0, 2, n)
+    stamp = 1_700_000_000_000_000_000 + np.cumsum(rng.integers(500_000, 1_500_000, n)).astype(np.int64)
+    recv = stamp + 2_000_000 + rng.integers(0, 3_000_000, n)
+    if case == "backlog":
+        recv[1000:1400] = recv[1400] + 2_000_000_000  # held back 2 s, delivered at once
+    elif case == "backwards":
+        stamp[(np.arange(n) >= 2500) & (ids == 1)] -= 3_000_000_000
+    elif case == "forward":
+        stamp[(np.arange(n) >= 3000) & (ids == 0)] += 3_000_000_000
+    recv = np.maximum.accumulate(recv)
+    names = ["a", "b"]
+    live = _ClockMap(leak, reset_ns)
+    offsets, resets = [], 0
+    for s, r, k in zip(stamp.tolist(), recv.tolist(), ids.tolist(), strict=True):
+        mapped, reset = live.map(s, r, names[k])
+        offsets.append(mapped - s)
+        resets += reset
+    plan = _ClockMap(leak, reset_ns).plan(stamp, recv, ids, names)
+    assert (plan is None) == (resets > 0) == (case in ("backwards", "forward"))
+    if plan is not None:
+        assert plan.offsets.tolist() == offsets

@@ -61,11 +61,15 @@ from sim_real_bridge.core.features import (
     HealthFlag,
     HealthMarks,
     HealthRows,
+    HealthTicks,
     StreamHealth,
     add_planned,
+    add_rows,
+    add_ticks,
     plan_jitter,
     plan_marks,
     plan_rows,
+    plan_tick_feeds,
 )
 from sim_real_bridge.core.ledger import CategoryShareRecord, ResidualLedger, residual_energy
 from sim_real_bridge.errors import ConfigError
@@ -365,6 +369,31 @@ class _PlannedStream:
     refused_list: list[int] = field(default_factory=list)
     fed: int = 0
     refused_fed: int = 0
+    # Per tick of plan_ticks (by its index): the rows fed by then, the newest receive time
+    # fed, and the tracker's feeds (with its state after them).
+    tick_cuts: list[int] | None = None
+    tick_recv: list[int | None] | None = None
+    health_ticks: HealthTicks | None = None
+
+
+@dataclass
+class _TickPlan:
+    """The tick times of :meth:`DivergenceEngine.plan_ticks` and what feeding each takes.
+
+    Planned streams keep, per tick index, the rows fed by then (``tick_cuts``) and the
+    state after them. While the ticks are fed in order and nothing else is fed, every
+    stream is fed exactly through tick ``fed``: the next tick only moves the rows
+    visible and sets the states it keeps (``_PlannedStream.fed`` is brought up to date
+    before any other feed).
+    """
+
+    times: list[int]
+    reveal: list[tuple["_Series", list[int]]]  # the series of the rest, with their rows visible at each tick
+    recv: list[tuple["_Series", list[int | None]]]  # those with a tracker, with their newest receive time
+    health: list[HealthTicks]  # their trackers' feeds
+    clocks: list[tuple["_ClockMap", "_ClockPlan"]]
+    other: dict[int, list["_PlannedStream"]]  # tick -> the streams it feeds as any feed: commands, refusals
+    fed: int = -1  # every stream is fed exactly through this tick (-1: not so)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -452,37 +481,64 @@ class _Series:
         q = t0 + np.arange(count, dtype=np.int64) * step_ns
         idx = np.searchsorted(times, q, side="right")
         lo = np.clip(idx - 1, 0, size - 1)
-        hi = np.clip(idx, 0, size - 1)
-        exact = (idx > 0) & (times[lo] == q)
-        inside = ~exact & (idx > 0) & (idx < size)
-        span = (times[hi] - times[lo]).astype(float)
-        w = np.where(span > 0, (q - times[lo]) / np.where(span > 0, span, 1.0), 0.0)
+        t_lo = times[lo]
+        after = idx > 0
+        inside = after & (idx < size)
+        exact = after & (t_lo == q)
+        span = (times[np.minimum(idx, size - 1)] - t_lo).astype(float)
         out = np.full((count, self.width), np.nan)
-        interp = vals[lo] * (1 - w)[:, None] + vals[hi] * w[:, None]
-        ok = inside & (span <= max_gap_ns)
-        out[ok] = interp[ok]
-        out[exact] = vals[lo][exact]
+        # Interpolated only where bracketed within the gap (the rest stays NaN), exact rows copied.
+        rows = np.flatnonzero(inside & ~exact & (span <= max_gap_ns))
+        if rows.size:
+            s, lo_r = span[rows], lo[rows]
+            w = np.where(s > 0, (q[rows] - t_lo[rows]) / np.where(s > 0, s, 1.0), 0.0)
+            interp = vals[lo_r]
+            interp *= (1 - w)[:, None]
+            upper = vals[lo_r + 1]
+            upper *= w[:, None]
+            interp += upper
+            out[rows] = interp
+        rows = np.flatnonzero(exact)
+        out[rows] = vals[lo[rows]]
         big = np.iinfo(np.int64).max
         need = np.where(exact, idx, np.where(inside, idx + 1, big))
         cache = _GridCache(t0, step_ns, max_gap_ns, need, idx - 1, out)
         if window_ns is not None:
             first = np.searchsorted(times, q - window_ns, side="right")
-            has = idx > first
-            means = np.full((count, self.width), np.nan)
-            # The live mean's own reduction (from 0.0, rows added in order, then divided), for
-            # all windows at once (reduceat or cumsums round differently); longest windows first.
-            rows = np.flatnonzero(has)
-            rows = rows[np.argsort(first[rows] - idx[rows], kind="stable")]
-            start, lengths = first[rows], idx[rows] - first[rows]
-            sums = np.zeros((rows.size, self.width))
-            longer = np.searchsorted(-lengths, -np.arange(int(lengths.max()) if rows.size else 0), side="left")
-            for k, n in enumerate(longer.tolist()):
-                sums[:n] += vals[start[:n] + k]
-            means[rows] = sums / lengths[:, None]
             cache.window_ns = int(window_ns)
             cache.w_need, cache.w_first = idx, first
-            cache.w_values = means
+            cache.w_values = self._window_means(first, idx)
         self._grid = cache
+
+    def _window_means(self, first: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """The live mean of rows first[k]..end[k] - 1 of the loaded stream for each k (NaN
+        rows where empty): its own reduction, from 0.0 with the rows added in order, then
+        divided (reduceat or cumsums round differently), all windows at once."""
+        vals = self._buf_v
+        size, width = vals.shape
+        means = np.full((first.size, width), np.nan)
+        rows = np.flatnonzero(end > first)
+        if not rows.size:
+            return means
+        # Longest windows first: the k-th rows of all windows longer than k are a prefix.
+        rows = rows[np.argsort(first[rows] - end[rows], kind="stable")]
+        start, lengths = first[rows], end[rows] - first[rows]
+        longest = int(lengths[0])
+        longer = np.searchsorted(-lengths, -np.arange(longest), side="left")  # windows longer than k
+        # Window k-th rows gathered at once, column-major and k-major (each step adds a
+        # contiguous block); zeros pad windows running past the stream's end (never added).
+        padded = np.zeros((width, size + longest))
+        padded[:, :size] = vals.T
+        windows = np.lib.stride_tricks.sliding_window_view(padded, longest, axis=1)
+        steps = np.ascontiguousarray(windows.transpose(2, 0, 1)[:, :, start])  # (k, column, window)
+        sums = np.zeros((width, rows.size))
+        for k, n in enumerate(longer.tolist()):
+            if n == rows.size:
+                sums += steps[k]
+            else:
+                sums[:, :n] += steps[k, :, :n]
+        means[rows] = (sums / lengths).T
+        return means
 
     def _grid_row(self, t_ns: int, max_gap_ns: int) -> np.ndarray | None:
         g = self._grid
@@ -718,11 +774,13 @@ class _ClockMap:
         for idx in rows:
             if idx.size < 2:
                 continue
-            cur, prev = idx[1:], idx[:-1]
-            backwards = stamp[cur] < stamp[prev] - self.reset_ns
-            forward = (((stamp[cur] - stamp[prev]) - (recv[cur] - recv[prev]) > self.reset_ns)
-                       & (d[cur] < offsets[cur - 1] - self.reset_ns))
-            if np.any(backwards | forward):
+            # map's reset tests between a stream's consecutive samples: its stamp went back, or
+            # outran the receive clock (rare: only those samples are checked against the envelope).
+            stamp_step = np.diff(stamp[idx])
+            if np.any(stamp_step < -self.reset_ns):
+                return None
+            cur = idx[1:][stamp_step - np.diff(recv[idx]) > self.reset_ns]
+            if cur.size and np.any(d[cur] < offsets[cur - 1] - self.reset_ns):
                 return None
         return _ClockPlan(stamp, recv, offsets, d - offsets, stream_ids, list(stream_names), rows)
 
@@ -736,6 +794,17 @@ class _ClockMap:
             return
         self._offsets[0] = plan.offsets.item(hi - 1)
         self._last_recv[0] = plan.recv.item(hi - 1)
+        self._count += hi - plan.fed
+        plan.fed = hi
+        self._plan = plan
+
+    def feed_tick(self, plan: "_ClockPlan", k: int) -> None:
+        """``feed_planned`` of the rows fed by tick k of ``plan.plan_ticks``, from the state kept for it."""
+        hi = plan.tick_fed[k]  # type: ignore[index]
+        if hi <= plan.fed:
+            return
+        self._offsets[0] = plan.tick_offsets[k]  # type: ignore[index]
+        self._last_recv[0] = plan.tick_recv[k]  # type: ignore[index]
         self._count += hi - plan.fed
         plan.fed = hi
         self._plan = plan
@@ -802,6 +871,18 @@ class _ClockPlan:
     synced: int = 0
     row_lists: list[list[int]] | None = None
     delays_f: np.ndarray | None = None  # the delays as floats, made when the spread first reads them
+    # Per tick of plan_ticks (by index): the rows fed by then, the offset and receive time after them.
+    tick_fed: list[int] | None = None
+    tick_offsets: list[int] | None = None
+    tick_recv: list[int] | None = None
+
+    def plan_ticks(self, cuts: np.ndarray) -> None:
+        """Keep, for each tick, the rows fed by then (``cuts``) and the state after them."""
+        fed = np.asarray(cuts, dtype=np.int64)
+        last = np.maximum(fed - 1, 0)
+        self.tick_fed = fed.tolist()
+        self.tick_offsets = self.offsets[last].tolist()
+        self.tick_recv = self.recv[last].tolist()
 
 
 class _Pure:
@@ -809,9 +890,10 @@ class _Pure:
 
     __slots__ = ("sim_row", "real_row", "joints_valid", "ee_sim", "ee_real", "obj_sim", "obj_real", "ee_err",
                  "ee_err_norm", "tip_sim", "tip_real", "obj_err", "obj_tool_err", "real_tool_object_m",
-                 "sim_obj_speed", "sim_w", "real_w", "wrench_valid", "world_sim", "world_real", "frame", "moving",
-                 # derived from the above (``_derive``): residuals, their squares, norms and masks
-                 "res", "q_sq", "eff_sq", "q_abs", "q_sq_sum", "joint_record", "world_sim_ok", "world_real_ok",
+                 "sim_obj_speed", "sim_w", "real_w", "wrench_valid", "frame", "moving",
+                 # derived from the above and the forces in the world frame (``_derive``):
+                 # residuals, norms and masks
+                 "res", "q_abs", "q_sq_sum", "joint_record", "world_sim_ok", "world_real_ok",
                  "raw_force", "torque_res", "force_norm", "contact_force_res", "contact_force_norm",
                  "torque_norm", "stalling", "slow_real", "ee_both", "obj_both", "energy",
                  # rotation angles real vs sim (rad), or None: computed when a pose record needs them
@@ -828,8 +910,8 @@ class _Pure:
         p = cls.__new__(cls)
         (p.sim_row, p.real_row, p.joints_valid, p.ee_sim, p.ee_real, p.obj_sim, p.obj_real, p.ee_err,
          p.ee_err_norm, p.tip_sim, p.tip_real, p.obj_err, p.obj_tool_err, p.real_tool_object_m,
-         p.sim_obj_speed, p.sim_w, p.real_w, p.wrench_valid, p.world_sim, p.world_real, p.frame, p.moving,
-         p.res, p.q_sq, p.eff_sq, p.q_abs, p.q_sq_sum, p.joint_record, p.world_sim_ok, p.world_real_ok,
+         p.sim_obj_speed, p.sim_w, p.real_w, p.wrench_valid, p.frame, p.moving,
+         p.res, p.q_abs, p.q_sq_sum, p.joint_record, p.world_sim_ok, p.world_real_ok,
          p.raw_force, p.torque_res, p.force_norm, p.contact_force_res, p.contact_force_norm,
          p.torque_norm, p.stalling, p.slow_real, p.ee_both, p.obj_both, p.energy, p.ee_angle, p.obj_angle,
          p.world_sim_l, p.world_real_l, p.raw_force_l, p.torque_res_l, p.obj_err_l,
@@ -1179,8 +1261,8 @@ def _derive_columns(engine: "DivergenceEngine", c: dict[str, Any]) -> None:
     res = c["real_row"] - c["sim_row"]
     q_res, eff_res = res[:, :j], res[:, 2 * j:]
     c["res"] = res
-    c["q_sq"] = q_sq = q_res ** 2
-    c["eff_sq"] = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
+    q_sq = q_res ** 2
+    eff_sq = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
     c["q_abs"] = np.abs(q_res)
     c["q_sq_sum"] = np.sum(q_sq, axis=1).tolist()
     c["joint_record"] = (np.asarray(c["joints_valid"]) | np.isfinite(q_res).any(axis=1)).tolist()
@@ -1214,8 +1296,12 @@ def _derive_columns(engine: "DivergenceEngine", c: dict[str, Any]) -> None:
     c["world_sim_l"], c["world_real_l"] = c["world_sim"].tolist(), c["world_real"].tolist()
     c["raw_force_l"], c["torque_res_l"] = raw.tolist(), torque.tolist()
     c["obj_err_l"] = (c["obj_real"][:, :3] - c["obj_sim"][:, :3]).tolist()
-    c["q_sq_l"], c["eff_sq_l"] = c["q_sq"].tolist(), c["eff_sq"].tolist()
+    c["q_sq_l"], c["eff_sq_l"] = q_sq.tolist(), eff_sq.tolist()
     c["stalling_any"] = c["stalling"].any(axis=1).tolist()
+
+
+#: ``_side_moving``'s answers (joint_states, wrench), shared by the grid plan's rows (read only).
+_MOVING = tuple({"joint_states": a, "wrench": b} for a in (False, True) for b in (False, True))
 
 
 def _plan_moving(engine: "DivergenceEngine", times: np.ndarray,
@@ -1238,31 +1324,44 @@ def _plan_moving(engine: "DivergenceEngine", times: np.ndarray,
         lo = np.searchsorted(st, times - win_ns)
         hi = np.searchsorted(st, times, side="right")
         moving = np.zeros(K, dtype=bool)
-        full = (hi - lo) >= 2
-        if K and full.any() and st.size:
-            # The live test is max |v - v[lo]| > thr over the window, NaN ignored. Rounding is
-            # monotone, so that max is max(vmax - v[lo], v[lo] - vmin) with the window's
-            # NaN-ignoring max and min: one reduction per window (reduceat over the pairs
-            # lo, hi; a pair with lo >= hi gives one row, and such windows are not full).
-            # Only the rows this block reads, one contiguous row per column (reduceat's
-            # segments are cheap along the last axis).
-            a0, b0 = int(lo.min()), int(hi.max())
-            span = np.ascontiguousarray(sv[a0:b0].T)  # (columns, m)
-            m = b0 - a0
-            edges = np.minimum(np.column_stack((lo - a0, hi - a0)).ravel(), m - 1)
-            vmax = np.fmax.reduceat(span, edges, axis=1)[:, ::2]
-            vmin = np.fmin.reduceat(span, edges, axis=1)[:, ::2]
-            # A window reaching the span's last row stops one short of it (an index must be < m).
-            ends = (hi - a0) == m
-            vmax[:, ends] = np.fmax(vmax[:, ends], span[:, m - 1:m])
-            vmin[:, ends] = np.fmin(vmin[:, ends], span[:, m - 1:m])
-            first = span[:, np.minimum(lo - a0, m - 1)]
+        full = np.flatnonzero((hi - lo) >= 2)
+        if full.size and st.size and sv.shape[1]:
+            # The live test is max |v - v[lo]| > thr over the window, NaN ignored: a window's
+            # second or last row past the threshold decides it (most windows of a moving arm).
+            first = sv[lo[full]]
             with np.errstate(invalid="ignore"):
-                moving = full & ((vmax - first > thr) | (first - vmin > thr)).any(axis=0)
-        _, need, first = checks.get(id(series), (series, np.zeros(K, dtype=np.int64), np.full(K, big, dtype=np.int64)))
-        checks[id(series)] = (series, np.maximum(need, hi), np.minimum(first, lo))
+                moved = ((np.abs(sv[lo[full] + 1] - first) > thr).any(axis=1)
+                         | (np.abs(sv[hi[full] - 1] - first) > thr).any(axis=1))
+            moving[full[moved]] = True
+            rest = full[~moved]
+            if rest.size:
+                moving[rest] = _windows_moved(sv, lo[rest], hi[rest], thr)
+        _, need, first_row = checks.get(id(series), (series, np.zeros(K, dtype=np.int64),
+                                                     np.full(K, big, dtype=np.int64)))
+        checks[id(series)] = (series, np.maximum(need, hi), np.minimum(first_row, lo))
         out[topic] = moving
-    return [{"joint_states": a, "wrench": b} for a, b in zip(out["joint_states"].tolist(), out["wrench"].tolist())]
+    return [_MOVING[i] for i in (2 * out["joint_states"] + out["wrench"]).tolist()]
+
+
+def _windows_moved(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, thr: float) -> np.ndarray:
+    """Per window of rows lo..hi - 1 (at least two, in order): max |v - v[lo]| > thr, NaN ignored."""
+    # Rounding is monotone, so that max is max(vmax - v[lo], v[lo] - vmin) with the window's
+    # NaN-ignoring max and min: one reduction per window (reduceat over the pairs lo, hi;
+    # a pair with lo >= hi gives one row, never a window's). Only the rows the windows
+    # read, one contiguous row per column (reduceat's segments are cheap along the last axis).
+    a0, b0 = int(lo.min()), int(hi.max())
+    span = np.ascontiguousarray(values[a0:b0].T)  # (columns, m)
+    m = b0 - a0
+    edges = np.minimum(np.column_stack((lo - a0, hi - a0)).ravel(), m - 1)
+    vmax = np.fmax.reduceat(span, edges, axis=1)[:, ::2]
+    vmin = np.fmin.reduceat(span, edges, axis=1)[:, ::2]
+    # A window reaching the span's last row stops one short of it (an index must be < m).
+    ends = (hi - a0) == m
+    vmax[:, ends] = np.fmax(vmax[:, ends], span[:, m - 1:m])
+    vmin[:, ends] = np.fmin(vmin[:, ends], span[:, m - 1:m])
+    first = span[:, lo - a0]
+    with np.errstate(invalid="ignore"):
+        return ((vmax - first > thr) | (first - vmin > thr)).any(axis=0)
 
 
 def _norm(x: np.ndarray) -> float:
@@ -1567,8 +1666,7 @@ class DivergenceEngine:
         self.analysis_count = 0
         self._planned: list[_PlannedStream] = []
         self._grid_plan: _GridPlan | None = None
-        # tick time -> rows of each planned stream, and of each planned side, fed by then
-        self._tick_cuts: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        self._ticks: _TickPlan | None = None  # the ticks of plan_ticks
         self._trimmed_ns: int | None = None
         self._planned_sides: list[tuple[str, list[_PlannedStream]]] = []
 
@@ -1802,24 +1900,49 @@ class DivergenceEngine:
     def plan_ticks(self, ticks_ns: np.ndarray, inclusive: bool = False) -> None:
         """Tell planned columns the tick times to come: each tick feeds the rows received
         before it (``inclusive``: up to it) with :meth:`feed_columns` first. Precomputes
-        what the analysis then reads of the stream trackers (the same values)."""
-        ticks = np.asarray(ticks_ns, dtype=np.int64) + (1 if inclusive else 0)
-        # The rows each tick feeds, found at once (feed_columns looks them up by time).
+        what the feed sets and the analysis then reads of the stream trackers (the same values)."""
+        self._sync_fed()
+        ticks = np.sort(np.asarray(ticks_ns, dtype=np.int64)) + (1 if inclusive else 0)
+        self._ticks = None
+        if not self._planned_sides or not ticks.size:
+            return
+        # The rows each tick feeds, found at once (feed_columns finds the tick by its time).
         cuts = [np.searchsorted(p.recv, ticks, side="left") for p in self._planned]
         of_stream = {id(p): c for p, c in zip(self._planned, cuts, strict=True)}
-        side_cuts = [sum(of_stream[id(p)] for p in plans) for _, plans in self._planned_sides]
-        self._tick_cuts = dict(zip(ticks.tolist(), zip(zip(*[c.tolist() for c in cuts], strict=True),
-                                                       zip(*[c.tolist() for c in side_cuts], strict=True)),
-                                   strict=True)) if cuts and side_cuts else {}
+        plan = _TickPlan(ticks.tolist(), [], [], [], [], {})
+        for side, plans in self._planned_sides:
+            clock = plans[0].clock
+            clock.plan_ticks(sum(of_stream[id(p)] for p in plans))  # type: ignore[union-attr]
+            plan.clocks.append((self._clock[side], clock))  # type: ignore[arg-type]
         for p, counts in zip(self._planned, cuts, strict=True):
-            if p.health is None:
-                continue
-            counts = np.concatenate((counts, [p.recv.size]))
-            if p.rows is not None:
-                p.rows.prepare(counts - 1)
+            p.tick_cuts = counts.tolist()
+            health = p.health is not None and p.marks is not None and p.health_values is not None
+            if health:
+                recv: list[int | None] = p.recv[np.maximum(counts - 1, 0)].tolist()
+                for k in np.flatnonzero(counts == 0).tolist():
+                    recv[k] = None
+                p.tick_recv = recv
+                if p.rows is not None:
+                    p.health_ticks = plan_tick_feeds(p.health, p.marks, p.rows, p.health_values,  # type: ignore[arg-type]
+                                                     counts)
+            if p.series is None or p.refused_list or p.health_ticks is None and health:
+                # Fed one by one at the ticks that move its rows or its refusals.
+                moved = counts[1:] > counts[:-1]
+                if p.refused_list:
+                    refused = np.searchsorted(np.asarray(p.refused_list, dtype=np.int64), ticks, side="left")
+                    moved |= refused[1:] > refused[:-1]
+                for k in (np.flatnonzero(moved) + 1).tolist():
+                    plan.other.setdefault(k, []).append(p)
+            else:
+                plan.reveal.append((p.series, p.tick_cuts))
+                if p.health_ticks is not None:
+                    plan.recv.append((p.series, p.tick_recv))  # type: ignore[arg-type]
+                    plan.health.append(p.health_ticks)
             # The sim side's health reports dropouts only (see _analyse): no jitter statistics.
-            if p.column.side != "sim":
-                plan_jitter(p.health, np.asarray(p.column.stamp_ns, dtype=np.int64), counts)
+            if health and p.column.side != "sim":
+                plan_jitter(p.health, np.asarray(p.column.stamp_ns, dtype=np.int64),  # type: ignore[arg-type]
+                            np.concatenate((counts, [p.recv.size])))
+        self._ticks = plan
 
     @property
     def next_grid_ns(self) -> int | None:
@@ -1833,13 +1956,35 @@ class DivergenceEngine:
 
     def feed_columns(self, before_recv_ns: int | None = None) -> None:
         """Feed every planned row (and refusal) received before ``before_recv_ns`` (None: all)."""
+        ticks = self._ticks
+        if ticks is not None and before_recv_ns is not None:
+            k = ticks.fed + 1
+            if 0 < k < len(ticks.times) and ticks.times[k] == before_recv_ns:
+                # Every stream fed exactly through tick k - 1 (the usual replay): the rows and
+                # states plan_ticks kept for tick k.
+                ticks.fed = k
+                for series, cuts in ticks.reveal:
+                    series._n = cuts[k]  # (series.reveal)
+                for series, recvs in ticks.recv:
+                    series.last_recv_ns = recvs[k]
+                add_ticks(ticks.health, k)
+                for clock, plan in ticks.clocks:
+                    clock.feed_tick(plan, k)
+                for p in ticks.other.get(k, ()):
+                    p.fed = p.tick_cuts[k - 1]  # type: ignore[index]
+                    self._feed_stream(p, p.tick_cuts[k], before_recv_ns, k)  # type: ignore[index]
+                return
+        self._sync_fed()
         planned = self._planned
-        # A stream (a side) fed beyond a cut, by an earlier call with a later time, skips it either way.
-        known = self._tick_cuts.get(before_recv_ns) if before_recv_ns is not None else None
+        k = None  # the tick of plan_ticks at this time, if one: its rows and states are precomputed
+        if ticks is not None and before_recv_ns is not None:
+            k = bisect_left(ticks.times, before_recv_ns)
+            if k == len(ticks.times) or ticks.times[k] != before_recv_ns:
+                k = None
         cuts: Sequence[int]
-        side_cuts: Sequence[int] | None = None
-        if known is not None:
-            cuts, side_cuts = known
+        if k is not None:
+            # A stream (a side) fed beyond a cut, by an earlier call with a later time, skips it either way.
+            cuts = [p.tick_cuts[k] for p in planned]  # type: ignore[index]
         else:
             cuts = [p.recv.size if before_recv_ns is None
                     else max(p.fed, int(np.searchsorted(p.recv, before_recv_ns, side="left"))) for p in planned]
@@ -1849,31 +1994,55 @@ class DivergenceEngine:
             if firsts:
                 self.first_recv_ns = min(firsts)
         for p, hi in zip(planned, cuts):
-            if p.refused_list:
-                col = p.column
-                refused = p.refused_list
-                r_hi = len(refused) if before_recv_ns is None else bisect_left(refused, before_recv_ns, p.refused_fed)
-                for k in range(p.refused_fed, r_hi):
-                    self.on_rejected(col.side, col.stream, col.refused_reasons[k])
-                p.refused_fed = max(p.refused_fed, r_hi)
-            lo = p.fed
-            if hi <= lo:
-                continue
-            p.fed = hi
-            series = p.series
-            if series is None:  # commands
-                for i in range(lo, hi):
-                    start_ns, names, points = p.column.commands[i]
-                    self.on_command(int(start_ns), int(p.recv[i]), names, points)
-                continue
-            series.reveal(hi)
-            if p.health is not None and p.marks is not None and p.health_values is not None:
-                series.last_recv_ns = p.recv.item(hi - 1)
-                add_planned(p.health, p.marks, lo, hi, *p.lists, p.health_values, p.rows)
-        for k, (side, plans) in enumerate(self._planned_sides):
+            self._feed_stream(p, hi, before_recv_ns, k)
+        for side, plans in self._planned_sides:
             # The side's rows received before a time are a prefix of its feed order (plan_columns).
-            fed = sum(p.fed for p in plans) if side_cuts is None else side_cuts[k]
-            self._clock[side].feed_planned(plans[0].clock, fed)  # type: ignore[arg-type]
+            if k is not None:
+                self._clock[side].feed_tick(plans[0].clock, k)  # type: ignore[arg-type]
+            else:
+                self._clock[side].feed_planned(plans[0].clock, sum(p.fed for p in plans))  # type: ignore[arg-type]
+        if ticks is not None and k is not None and all(p.fed == p.tick_cuts[k] for p in planned):  # type: ignore[index]
+            ticks.fed = k
+
+    def _sync_fed(self) -> None:
+        """Bring ``_PlannedStream.fed`` up to the ticks fed by ``_feed_next_tick`` (then
+        leave it: the next feed is not the next tick's)."""
+        ticks = self._ticks
+        if ticks is not None and ticks.fed >= 0:
+            for p in self._planned:
+                p.fed = p.tick_cuts[ticks.fed]  # type: ignore[index]
+            ticks.fed = -1
+
+    def _feed_stream(self, p: _PlannedStream, hi: int, before_recv_ns: int | None, k: int | None) -> None:
+        """Feed one planned stream's refusals received before ``before_recv_ns`` and its rows up to ``hi``."""
+        if p.refused_list:
+            col = p.column
+            refused = p.refused_list
+            r_hi = len(refused) if before_recv_ns is None else bisect_left(refused, before_recv_ns, p.refused_fed)
+            for i in range(p.refused_fed, r_hi):
+                self.on_rejected(col.side, col.stream, col.refused_reasons[i])
+            p.refused_fed = max(p.refused_fed, r_hi)
+        lo = p.fed
+        if hi <= lo:
+            return
+        p.fed = hi
+        series = p.series
+        if series is None:  # commands
+            for i in range(lo, hi):
+                start_ns, names, points = p.column.commands[i]
+                self.on_command(int(start_ns), int(p.recv[i]), names, points)
+            return
+        series._n = hi  # (series.reveal)
+        health = p.health
+        if health is None or p.marks is None or p.health_values is None:
+            return
+        if k is not None and p.health_ticks is not None:
+            # (add_planned with the tick's state: hi is this tick's cut)
+            series.last_recv_ns = p.tick_recv[k]  # type: ignore[index]
+            add_rows(health, p.marks, lo, hi, p.health_values, p.rows, p.health_ticks.states[k])  # type: ignore[arg-type]
+        else:
+            series.last_recv_ns = p.recv.item(hi - 1)
+            add_planned(health, p.marks, lo, hi, *p.lists, p.health_values, p.rows)
 
     # ------------------------------------------------------------------ ticking
     def _streams_seen(self) -> list[tuple[_Series, StreamHealth]]:
@@ -2079,27 +2248,27 @@ class DivergenceEngine:
                 world[side] = _rotate(rot, w[:3])
             else:
                 world[side] = w[:3].copy()
-        p.world_sim, p.world_real = world["sim"], world["real"]
         # Without any orientation both stay in the sensor frame, with a tool weight of its own.
         p.frame = "world" if ok["sim"] or ok["real"] else "sensor"
         p.moving = self._side_moving("sim", t)
         p.ee_angle = p.obj_angle = None
-        self._derive(p)
+        self._derive(p, world["sim"], world["real"])
 
-    def _derive(self, p: "_Pure") -> None:
+    def _derive(self, p: "_Pure", world_sim: np.ndarray, world_real: np.ndarray) -> None:
         """The residuals, squares, norms and masks ``_analyse`` takes from the stream values
-        (the per-tick twin of the grid plan's columns; same float operations)."""
+        and the forces in the world frame (the per-tick twin of the grid plan's columns;
+        same float operations)."""
         cfg = self.config
         j = len(self.joint_names or ())
         res = p.res  # with joint_record, from _pure_joints
         q_res, eff_res = res[:j], res[2 * j:]
-        p.q_sq = q_res ** 2
-        p.eff_sq = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
+        q_sq = q_res ** 2
+        eff_sq = np.where(np.isfinite(eff_res), eff_res ** 2, 0.0)
         p.q_abs = np.abs(q_res)
-        p.q_sq_sum = float(np.sum(p.q_sq))
-        p.world_sim_ok = bool(np.isfinite(p.world_sim).all())
-        p.world_real_ok = bool(np.isfinite(p.world_real).all())
-        p.raw_force = p.world_real - p.world_sim
+        p.q_sq_sum = float(np.sum(q_sq))
+        p.world_sim_ok = bool(np.isfinite(world_sim).all())
+        p.world_real_ok = bool(np.isfinite(world_real).all())
+        p.raw_force = world_real - world_sim
         p.torque_res = p.real_w[3:] - p.sim_w[3:]
         p.force_norm = _norm(p.raw_force) if p.wrench_valid else float("nan")
         p.contact_force_res = p.real_w[:3] - p.sim_w[:3]
@@ -2112,10 +2281,10 @@ class DivergenceEngine:
         p.obj_both = bool(np.isfinite(p.obj_sim).all() and np.isfinite(p.obj_real).all())
         p.energy = residual_energy(q_res if p.joints_valid else np.zeros(0), p.force_norm,
                                    cfg.ledger_q_scale_rad, cfg.ledger_force_scale_n)
-        p.world_sim_l, p.world_real_l = p.world_sim.tolist(), p.world_real.tolist()
+        p.world_sim_l, p.world_real_l = world_sim.tolist(), world_real.tolist()
         p.raw_force_l, p.torque_res_l = p.raw_force.tolist(), p.torque_res.tolist()
         p.obj_err_l = (p.obj_real[:3] - p.obj_sim[:3]).tolist()
-        p.q_sq_l, p.eff_sq_l = p.q_sq.tolist(), p.eff_sq.tolist()
+        p.q_sq_l, p.eff_sq_l = q_sq.tolist(), eff_sq.tolist()
         p.stalling_any = bool(p.stalling.any())
 
     def _analyse(self, t: int) -> None:

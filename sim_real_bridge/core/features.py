@@ -196,7 +196,7 @@ class StreamHealth:
         self._intervals_q: deque[float] = deque(maxlen=config.period_window)
         self._delays_q: deque[float] = deque(maxlen=config.jitter_window)
         self._stamp_intervals_q: deque[float] = deque(maxlen=config.jitter_window)
-        # Rows fed by plan (see _add_rows) but not yet moved into the deques above and
+        # Rows fed by plan (see add_rows) but not yet moved into the deques above and
         # _last_values_v: rows _pending_lo.. up to sample_count, period window entries
         # _pending_entry.._pending_count of _pending_rows, values of _pending_values.
         # Moved only when read (_sync): most queries need their lengths only.
@@ -656,22 +656,18 @@ def plan_marks(config: FeatureConfig, values: np.ndarray) -> HealthMarks:
     to a fresh :class:`StreamHealth`, computed on whole columns (same rules as ``add``)."""
     v = np.asarray(values, dtype=float)
     n, width = v.shape
-    # Column by column, into 1-D accumulators: a comparison of the (often strided) 2-D
-    # block and reductions along its short rows cost more than passes over single columns.
-    all_finite = np.ones(n, dtype=bool)
-    all_same = np.ones(n, dtype=bool)
-    all_same[0:1] = False
+    # On the columns, each contiguous (one copy of the often strided block): the tests and
+    # their reductions across columns run along whole columns, not along short rows.
+    columns = np.ascontiguousarray(v.T)
+    all_finite = np.logical_and.reduce(np.isfinite(columns), axis=0) if width else np.ones(n, dtype=bool)
+    all_same = np.zeros(n, dtype=bool)
     repeats = np.zeros(width, dtype=np.intp)  # rows repeating each component
-    scratch = np.empty(n, dtype=bool)
-    for j in range(width):
-        column = v[:, j]
-        np.isfinite(column, out=scratch)
-        all_finite &= scratch
-        if n > 1:
-            same_j = scratch[1:]
-            np.equal(column[1:], column[:-1], out=same_j)
-            all_same[1:] &= same_j
-            repeats[j] = np.count_nonzero(same_j)
+    if n > 1 and width:
+        same = columns[:, 1:] == columns[:, :-1]
+        np.logical_and.reduce(same, axis=0, out=all_same[1:])
+        repeats = np.count_nonzero(same, axis=1)
+    elif n > 1:
+        all_same[1:] = True
     cond = all_same & all_finite
     # No repeated row (a moving stream): every run is empty.
     repeat_run = _run_length(cond) if cond.any() else np.zeros(n, dtype=np.intp)
@@ -766,6 +762,20 @@ class HealthRows:
         i = i[i >= 0]
         if not i.size:
             return
+        self.states.update(zip(i.tolist(), self._states(i), strict=True))
+
+    def tick_states(self, cuts: np.ndarray) -> list[tuple[int, int, int, int, float | None, int, int, int] | None]:
+        """:meth:`state` after row ``hi - 1`` for each ``hi`` of ``cuts`` (None where hi is 0),
+        in the order of ``cuts``: one list, no table keyed by row."""
+        hi = np.asarray(cuts, dtype=np.int64).ravel()
+        out: list[tuple[int, int, int, int, float | None, int, int, int] | None] = list(
+            self._states(np.maximum(hi - 1, 0)))
+        for k in np.flatnonzero(hi <= 0).tolist():
+            out[k] = None
+        return out
+
+    def _states(self, i: np.ndarray) -> Iterable[tuple[int, int, int, int, float | None, int, int, int]]:
+        """The states after rows ``i`` (each >= 0), on columns."""
         count = np.searchsorted(self.appended_rows, i, side="right")
         refresh = np.searchsorted(self.cache_rows, i, side="right") - 1
         at_refresh = np.concatenate(([0], np.searchsorted(self.appended_rows, self.cache_rows, side="right")))
@@ -776,9 +786,8 @@ class HealthRows:
         periods: list[float | None] = cache.tolist()
         for k in np.flatnonzero(np.isnan(cache)).tolist():  # no period learned yet
             periods[k] = None
-        self.states.update(zip(i.tolist(), zip(
-            count.tolist(), self.stamps[i].tolist(), self.last_recv[i].tolist(), self.last_time[i].tolist(), periods,
-            since.tolist(), values[:, 0].tolist(), values[:, 1].tolist(), strict=True), strict=True))
+        return zip(count.tolist(), self.stamps[i].tolist(), self.last_recv[i].tolist(), self.last_time[i].tolist(),
+                   periods, since.tolist(), values[:, 0].tolist(), values[:, 1].tolist(), strict=True)
 
     def state(self, row: int) -> tuple[int, int, int, int, float | None, int, int, int]:
         """After ``row``: (period window entries, last stamp, last recv, last time, period
@@ -946,10 +955,7 @@ def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stam
     if hi <= lo:
         return
     if rows is not None:
-        if health.sample_count != lo:
-            raise ConfigError(f"planned rows of stream {health.name!r} fed from row {lo}, but its tracker holds "
-                              f"{health.sample_count} samples: it was fed outside the plan")
-        _add_rows(health, marks, lo, hi, values, rows)
+        add_rows(health, marks, lo, hi, values, rows)
         return
     cfg = health.config
     dropout, min_period, memory_s = cfg.dropout_periods, cfg.min_period_s, cfg.burst_memory_s
@@ -1007,20 +1013,27 @@ def add_planned(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, stam
     health._trim(times[hi - 1])
 
 
-def _add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, values: np.ndarray,
-              rows: HealthRows) -> None:
-    """:func:`add_planned` from the planned per-row state (same deques, same scalars).
+def add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, values: np.ndarray,
+             rows: HealthRows, state: tuple[int, int, int, int, float | None, int, int, int] | None = None) -> None:
+    """:func:`add_planned` (hi > lo) from the planned per-row state (same deques, same
+    scalars); ``state``: ``rows.state(hi - 1)`` when the caller has it (:meth:`HealthRows.tick_states`).
 
     The deques and the newest values are filled when read (``StreamHealth._sync``):
     consecutive calls only move the end of the pending rows.
+
+    Raises:
+        ConfigError: the tracker was fed other samples too (it does not hold ``lo``).
     """
-    states = rows.states
-    count, stamp, last_recv, last_time, cache, since, burst_ns, burst_at = states.get(hi - 1) or rows.state(hi - 1)
+    if health.sample_count != lo:
+        raise ConfigError(f"planned rows of stream {health.name!r} fed from row {lo}, but its tracker holds "
+                          f"{health.sample_count} samples: it was fed outside the plan")
+    count, stamp, last_recv, last_time, cache, since, burst_ns, burst_at = (
+        state or rows.states.get(hi - 1) or rows.state(hi - 1))
     if health._pending_rows is not rows:
         health._sync()  # rows of another plan (not in the engine) go in first
         health._pending_rows = rows
         health._pending_lo = lo
-        health._pending_entry = (states.get(lo - 1) or rows.state(lo - 1))[0] if lo else 0
+        health._pending_entry = rows.state(lo - 1)[0] if lo else 0
     if not lo:
         health._first_recv_ns = int(rows.last_recv[0])
     health._pending_count = count
@@ -1040,3 +1053,50 @@ def _add_rows(health: StreamHealth, marks: HealthMarks, lo: int, hi: int, values
             health._mark(int(rows.times[marks.rows[k]]), marks.kinds[k], marks.values[k])
     if health._marks or health._gaps:
         health._trim(last_time)
+
+
+@dataclass
+class HealthTicks:
+    """What :func:`add_ticks` feeds a tracker at each tick of a schedule (by index): the
+    rows fed by then and the state :func:`add_rows` leaves after them."""
+
+    health: StreamHealth
+    marks: HealthMarks
+    rows: HealthRows
+    values: np.ndarray
+    cuts: list[int]  # rows fed by each tick
+    states: list[tuple[int, int, int, int, float | None, int, int, int] | None]  # rows.state(cut - 1)
+    plain: list[bool]  # from the previous tick's cut on, rows without a gap or a mark (none at tick 0)
+
+
+def plan_tick_feeds(health: StreamHealth, marks: HealthMarks, rows: HealthRows, values: np.ndarray,
+                    cuts: np.ndarray) -> HealthTicks:
+    """The feeds of a planned stream at ticks whose cuts (rows fed by each) are ``cuts``, non-decreasing."""
+    hi = np.asarray(cuts, dtype=np.int64)
+    plain = np.zeros(hi.size, dtype=bool)
+    if hi.size > 1:
+        gaps = np.searchsorted(np.asarray(rows.gap_rows, dtype=np.int64), hi)
+        marked = np.searchsorted(np.asarray(marks.rows, dtype=np.int64), hi)
+        plain[1:] = (hi[:-1] > 0) & (gaps[1:] == gaps[:-1]) & (marked[1:] == marked[:-1])
+    return HealthTicks(health, marks, rows, values, hi.tolist(), rows.tick_states(hi), plain.tolist())
+
+
+def add_ticks(feeds: Sequence[HealthTicks], k: int) -> None:
+    """Feed tick k (> 0) of each planned stream fed through tick k - 1:
+    ``add_rows(f.health, f.marks, f.cuts[k - 1], f.cuts[k], f.values, f.rows, f.states[k])``,
+    inline where it only sets the tick's state (the usual tick: no gap, no mark to add or trim)."""
+    for f in feeds:
+        lo, hi = f.cuts[k - 1], f.cuts[k]
+        if hi <= lo:
+            continue
+        health = f.health
+        if (not f.plain[k] or health._pending_rows is not f.rows or health.sample_count != lo
+                or health._marks or health._gaps):
+            add_rows(health, f.marks, lo, hi, f.values, f.rows, f.states[k])
+            continue
+        (health._pending_count, health._last_stamp_ns, health._last_recv_ns, health._last_time_ns,
+         health._period_cache, health._since_period, health._burst_silence_ns,
+         health._burst_at_ns) = f.states[k]  # type: ignore[misc]
+        health._pending_values = f.values
+        health.sample_count = hi
+
