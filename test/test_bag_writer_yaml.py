@@ -10,6 +10,7 @@ import rosbags.rosbag2.writer as rosbags_writer
 from rosbags.rosbag2 import StoragePlugin, Writer
 from ruamel.yaml import YAML
 
+from sim_real_bridge.capture import bag_writer
 from sim_real_bridge.capture.bag_writer import BagWriter
 from sim_real_bridge.capture.typestore import build_typestore
 
@@ -79,5 +80,66 @@ def test_single_file_dumps_only_the_embedded_metadata(tmp_path: Path, monkeypatc
         return real(self, data, stream, **kwargs)
 
     monkeypatch.setattr(YAML, "dump", counting)
+    monkeypatch.setattr(bag_writer, "_TEMPLATES", {})
     _ours(tmp_path / "x.mcap")
-    assert len(dumped) == 1 and "message_count" in dumped[0]  # type: ignore[operator]
+    assert dumped and all("message_count" in d for d in dumped)  # type: ignore[operator]  # never metadata.yaml
+    dumped.clear()
+    (tmp_path / "y").mkdir()
+    _ours(tmp_path / "y" / "x.mcap")  # same shape: written from the template, no ruamel dump
+    assert dumped == []
+    assert (tmp_path / "y" / "x.mcap").read_bytes() == (tmp_path / "x.mcap").read_bytes()
+
+
+def _metadata(counts: list[int], topics: list[str], custom: dict[str, str] | None) -> dict[str, object]:
+    start, duration = counts[0] * 10**12, counts[-1] * 10**9
+    return {"rosbag2_bagfile_information": {
+        "version": 9, "storage_identifier": "mcap", "relative_file_paths": ["x.mcap"],
+        "duration": {"nanoseconds": duration}, "starting_time": {"nanoseconds_since_epoch": start},
+        "message_count": sum(counts),
+        "topics_with_message_count": [
+            {"topic_metadata": {"name": topic, "type": "sim_real_bridge/msg/JointDivergence",
+                                "serialization_format": "cdr", "offered_qos_profiles": [],
+                                "type_description_hash": "RIHS01_" + "c8" * 32},
+             "message_count": count} for topic, count in zip(topics, counts, strict=False)],
+        "compression_format": "", "compression_mode": "",
+        "files": [{"path": "x.mcap", "starting_time": {"nanoseconds_since_epoch": start},
+                   "duration": {"nanoseconds": duration}, "message_count": sum(counts)}],
+        "custom_data": custom, "ros_distro": "rosbags"}}
+
+
+@pytest.mark.parametrize("custom", [None, {"sim_success": "true", "note": "a long note " * 12}, {"n": "7"}])
+def test_metadata_from_a_template_is_ruamels_text(monkeypatch: pytest.MonkeyPatch, custom: dict[str, str] | None
+                                                   ) -> None:
+    monkeypatch.setattr(bag_writer, "_TEMPLATES", {})
+    writer = type("W", (), {"drop_metadata_file": False})()
+    topics = ["/divergence/joints", "/a/very/long/topic/name/" + "x" * 70, "/b"]
+    for counts in ([1, 2, 3], [0, 0, 0], [10**18, 5, -(2**63)], [2**63 - 1, 123456789, 42]):
+        for data in (_metadata(counts, topics, custom), _metadata(counts, topics, custom)["rosbag2_bagfile_information"]):
+            yaml = rosbags_writer.YAML(typ="safe")
+            yaml.default_flow_style = False
+            stream = StringIO()
+            bag_writer._YAML_HOOK.writer = writer
+            try:
+                yaml.dump(data, stream)
+            finally:
+                bag_writer._YAML_HOOK.writer = None
+            assert stream.getvalue() == _ruamel(data)
+    assert len(bag_writer._TEMPLATES) == 2 and all(t is not None for t in bag_writer._TEMPLATES.values())
+
+
+def test_metadata_with_a_sentinel_inside_a_string_is_not_templated(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bag_writer, "_TEMPLATES", {})
+    writer = type("W", (), {"drop_metadata_file": False})()
+    data = {"a": 1, "b": str(bag_writer._SENTINEL), "c": 2.5}  # a float: no template either
+    for item in (data, {"a": 1, "b": str(bag_writer._SENTINEL)}):
+        yaml = rosbags_writer.YAML(typ="safe")
+        yaml.default_flow_style = False
+        stream = StringIO()
+        bag_writer._YAML_HOOK.writer = writer
+        try:
+            yaml.dump(item, stream)
+            yaml.dump(item, stream)
+        finally:
+            bag_writer._YAML_HOOK.writer = None
+        assert stream.getvalue() == 2 * _ruamel(item)
+    assert list(bag_writer._TEMPLATES.values()) == [None]

@@ -25,7 +25,7 @@ import threading
 import weakref
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from io import BytesIO
+from io import BytesIO, StringIO
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -220,14 +220,79 @@ def _index_bytes(msgs: Sequence[tuple[int, int] | np.ndarray]) -> bytes:
 _YAML_HOOK = threading.local()
 
 
+class _NotTemplated(Exception):
+    """Data a YAML template does not cover (see :func:`_skeleton`)."""
+
+
+#: A placeholder for an int in a :func:`_skeleton`.
+_INT = object()
+
+
+def _skeleton(data: Any, ints: list[int]) -> Any:
+    """``data`` as a hashable tree with every int replaced by :data:`_INT` (the ints are
+    appended to ``ints`` in walk order); raises _NotTemplated for other kinds of data."""
+    kind = type(data)
+    if kind is int:
+        ints.append(data)
+        return _INT
+    if kind is dict:
+        return ("map", tuple((key, _skeleton(value, ints)) for key, value in data.items()))
+    if kind is list:
+        return ("seq", tuple(_skeleton(value, ints) for value in data))
+    if kind is str or kind is bool or data is None:
+        return data
+    raise _NotTemplated
+
+
+def _with_ints(data: Any, ints: Iterator[int]) -> Any:
+    """A copy of ``data`` with its ints, in walk order, taken from ``ints``."""
+    kind = type(data)
+    if kind is int:
+        return next(ints)
+    if kind is dict:
+        return {key: _with_ints(value, ints) for key, value in data.items()}
+    if kind is list:
+        return [_with_ints(value, ints) for value in data]
+    return data
+
+
+def _template(text_of: Any, data: Any, count: int) -> tuple[list[str], list[int]] | None:
+    """(pieces, order) such that ruamel's text of ``data`` with ints ``v`` is
+    ``pieces[0] + str(v[order[0]]) + pieces[1] + ...``; None when the sentinels that stand
+    for the ints cannot be told apart in the text."""
+    sentinels = [str(_SENTINEL + k) for k in range(count)]
+    text = text_of(_with_ints(data, iter(_SENTINEL + k for k in range(count))))
+    if any(text.count(sentinel) != 1 for sentinel in sentinels):
+        return None
+    order = sorted(range(count), key=lambda k: text.index(sentinels[k]))
+    pieces, pos = [], 0
+    for k in order:
+        at = text.index(sentinels[k], pos)
+        pieces.append(text[pos:at])
+        pos = at + len(sentinels[k])
+    pieces.append(text[pos:])
+    return pieces, order
+
+
+#: Ints that stand for the data's ints while a template is made: longer than any int64
+#: (a shorter int cannot wrap a line the sentinel did not), and checked to occur once.
+_SENTINEL = 10**21
+#: (YAML settings, data skeleton) -> template of rosbags' metadata dumps; a bag's metadata
+#: differs from the last one's only in its counts, times and durations.
+_TEMPLATES: dict[Any, tuple[list[str], list[int]] | None] = {}
+_MAX_TEMPLATES = 64
+
+
 class _WriterYAML(YAML):
     """ruamel's YAML, as rosbags' writer module makes it, with shortcuts inside :class:`_Writer`.
 
     rosbags dumps YAML with pure-Python ruamel: an empty QoS list per connection, and
     the bag's metadata twice on close (metadata.yaml, and the copy embedded in the MCAP
     file). Inside a :class:`_Writer` call an empty list is written as ruamel writes it,
-    and the metadata.yaml text is not made when the writer drops that file. Elsewhere
-    this is ruamel's YAML unchanged.
+    the metadata.yaml text is not made when the writer drops that file, and metadata of
+    a shape dumped before (the same keys, strings and lists: only ints differ) is
+    written from the template made of ruamel's text that time. Elsewhere this is
+    ruamel's YAML unchanged.
     """
 
     def dump(self, data: Any, stream: Any = None, *, transform: Any = None) -> Any:
@@ -239,7 +304,41 @@ class _WriterYAML(YAML):
                 return None
             if writer.drop_metadata_file and isinstance(data, dict) and list(data) == ["rosbag2_bagfile_information"]:
                 return None
+            if isinstance(data, dict):
+                stream.write(self._templated(data))
+                return None
         return super().dump(data, stream, transform=transform)
+
+    def _ruamel_text(self, data: Any) -> str:
+        out = StringIO()
+        super().dump(data, out)
+        return out.getvalue()
+
+    def _templated(self, data: dict[str, Any]) -> str:
+        """ruamel's text of ``data``, from a template when one of its shape was made."""
+        ints: list[int] = []
+        try:
+            key = (tuple(self.typ), self.default_flow_style, self.explicit_start, _skeleton(data, ints))
+        except _NotTemplated:
+            return self._ruamel_text(data)
+        template = _TEMPLATES.get(key)
+        if template is None:
+            text = self._ruamel_text(data)
+            if key not in _TEMPLATES:  # made once; kept only when it gives ruamel's text
+                if len(_TEMPLATES) >= _MAX_TEMPLATES:
+                    _TEMPLATES.clear()
+                made = _template(self._ruamel_text, data, len(ints))
+                _TEMPLATES[key] = made if made is not None and _fill(made, ints) == text else None
+            return text
+        return _fill(template, ints)
+
+
+def _fill(template: tuple[list[str], list[int]], ints: Sequence[int]) -> str:
+    pieces, order = template
+    out = [pieces[0]]
+    for k, piece in zip(order, pieces[1:], strict=True):
+        out += (str(ints[k]), piece)
+    return "".join(out)
 
 
 # rosbags' writer module makes its YAML by this name when it dumps.

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import yaml
-from numpy.lib.stride_tricks import sliding_window_view
 from rosbags.interfaces import Connection, MessageDefinitionFormat
 from rosbags.rosbag2 import Reader
 from rosbags.rosbag2.reader import DirectoryReader
@@ -943,7 +942,9 @@ def _layout_fixed(count: int) -> Any:
 
 def _equal_rows(rows: np.ndarray, template: np.ndarray) -> np.ndarray:
     """Whether each row equals ``template``, compared 8 (or 4) bytes at a time where it is
-    long enough: numpy's per-row reduction over many single bytes costs more than the bytes."""
+    long enough: numpy's per-row reduction over many single bytes costs more than the bytes.
+    Several words are XORed and OR-reduced per row (a third of the instructions of ``==``
+    then ``all``)."""
     width = template.size
     if width < 4:
         return (rows == template).all(axis=1)
@@ -953,10 +954,32 @@ def _equal_rows(rows: np.ndarray, template: np.ndarray) -> np.ndarray:
     if whole == size:
         ok = rows[:, :size].view(word).ravel() == template[:size].view(word)[0]
     else:
-        ok = (rows[:, :whole].view(word) == template[:whole].view(word)).all(axis=1)
+        ok = np.bitwise_or.reduce(rows[:, :whole].view(word) ^ template[:whole].view(word), axis=1) == 0
     if whole < width:  # the last word, overlapping the ones compared already
         ok &= rows[:, -size:].view(word).ravel() == template[-size:].view(word)[0]
     return ok
+
+
+#: Bytes gathered before each message: CDR aligns 8-byte values relative to the payload
+#: after the 4-byte encapsulation header, so rows that start 4 bytes early (and are a
+#: multiple of 8 bytes long) hold every float64 and every compared word 8-byte aligned.
+_LEAD = 4
+
+
+def _rows_at(buf: np.ndarray, starts: np.ndarray, width: int) -> tuple[np.ndarray, int]:
+    """(rows, lead): the ``width`` bytes of ``buf`` from each of ``starts`` as the columns
+    ``lead : lead + width`` of (n, k) uint8 rows.
+
+    Each row is gathered as one opaque item (one copy each: rows of a (n, width) byte
+    view are copied byte by byte). Rows start :data:`_LEAD` bytes early and are padded to
+    a multiple of 8 bytes where ``buf`` has those bytes: numpy's word compares and float
+    copies on unaligned data go through buffers, several times the instructions.
+    """
+    lead, span = _LEAD, (width + _LEAD + 7) & -8
+    if not starts.size or int(starts.min()) < lead or int(starts.max()) - lead + span > buf.size:
+        lead, span = 0, width
+    items = np.ndarray((max(buf.size - span + 1, 0),), dtype=np.dtype((np.void, span)), buffer=buf, strides=(1,))
+    return items[starts - lead if lead else starts].view(np.uint8).reshape(starts.size, span), lead
 
 
 def _batch(
@@ -965,21 +988,21 @@ def _batch(
     """Check the messages at ``starts`` against the template outside the stamp and float
     regions; decode the matching ones."""
     width = template.size
-    rows = sliding_window_view(buf, width)[starts]
+    rows, lead = _rows_at(buf, starts, width)
     variable = sorted([(4, 12), *((offset, offset + 8 * n) for offset, n in layout.regions.values())])
     ok = np.ones(starts.size, dtype=bool)
     pos = 0
     for begin, end in [*variable, (width, width)]:
         if begin > pos:
-            ok &= _equal_rows(rows[:, pos:begin], template[pos:begin])
+            ok &= _equal_rows(rows[:, lead + pos : lead + begin], template[pos:begin])
         pos = max(pos, end)
     good = rows if ok.all() else rows[ok]
     out: dict[str, np.ndarray] = {
-        "sec": good[:, 4:8].view("<i4").astype(np.int64).ravel(),
-        "nanosec": good[:, 8:12].view("<u4").astype(np.int64).ravel(),
+        "sec": good[:, lead + 4 : lead + 8].view("<i4").astype(np.int64).ravel(),
+        "nanosec": good[:, lead + 8 : lead + 12].view("<u4").astype(np.int64).ravel(),
     }
     for name, (offset, n) in layout.regions.items():
-        out[name] = good[:, offset : offset + 8 * n].view("<f8").astype(np.float64)
+        out[name] = good[:, lead + offset : lead + offset + 8 * n].view("<f8").astype(np.float64)
     return ok, out
 
 
