@@ -20,15 +20,14 @@ near t, each as a :class:`HealthFlag` (name, active, severity 0..1, evidence). D
 - saturation: one component pinned at the same non-zero value for ``saturation_samples``
   samples while other components of the same message vary (clipping).
 
-F/T bias drift needs both sides and the contact phases, so it lives in
-:class:`BiasDriftTracker`.
+F/T bias drift needs both sides and the joints, so attribution finds it: a wrist force
+residual the joints do not feel (core/attribution.py).
 
 Trackers keep bounded history and never read a clock: every input carries its times.
 """
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -553,85 +552,6 @@ class StreamHealth:
         if len(delays) < 4:
             return None
         return float(np.std(np.asarray(delays)))
-
-
-class BiasDriftTracker:
-    """F/T bias of the real sensor, learned while both sides are in free space.
-
-    The residual force (real minus sim) is low-pass filtered only on samples where
-    neither side is in contact and the joints agree (so the arm is not being pushed);
-    a bias estimate that departs from the one learned at the start of the run is drift.
-
-    Args:
-        tau_s: time constant of the low-pass filter of the free-space residual.
-        threshold_n: bias change (norm) above which the drift flag is active.
-        full_scale_n: bias change at which severity reaches 1.
-    """
-
-    def __init__(self, tau_s: float = 0.5, threshold_n: float = 1.5, full_scale_n: float = 8.0) -> None:
-        if not (tau_s > 0 and threshold_n > 0 and full_scale_n > 0):
-            raise ConfigError(
-                f"BiasDriftTracker needs tau_s, threshold_n, full_scale_n > 0, got {tau_s}, {threshold_n}, {full_scale_n}"
-            )
-        self.tau_s = tau_s
-        self.threshold_n = threshold_n
-        self.full_scale_n = full_scale_n
-        # The estimate as three floats (the same float operations as on a 3-vector, without
-        # numpy's per-call cost), or an array if fed other shapes.
-        self._bias: tuple[float, float, float] | np.ndarray = (0.0, 0.0, 0.0)
-        self._baseline_n: np.ndarray | None = None
-        self._free_s = 0.0
-        self._last_t_ns: int | None = None
-
-    @property
-    def bias_n(self) -> np.ndarray:
-        """The bias estimate (free-space residual force, low-pass filtered), N; a copy."""
-        return np.array(self._bias, dtype=float)
-
-    @bias_n.setter
-    def bias_n(self, value: np.ndarray) -> None:
-        self._bias = np.array(value, dtype=float)
-
-    def update(self, t_ns: int, force_residual_n: np.ndarray, free_and_quiet: bool) -> None:
-        """Feed one analysis sample of the force residual (real minus sim)."""
-        dt_s = 0.0 if self._last_t_ns is None else max(0.0, (t_ns - self._last_t_ns) * 1e-9)
-        self._last_t_ns = t_ns
-        if not free_and_quiet:
-            return
-        f = force_residual_n
-        if type(f) is np.ndarray and f.shape == (3,) and f.dtype == np.float64 and type(self._bias) is tuple:
-            f0, f1, f2 = f.tolist()
-            if not (math.isfinite(f0) and math.isfinite(f1) and math.isfinite(f2)):
-                return
-            alpha = 1.0 if self._free_s == 0.0 else min(1.0, dt_s / self.tau_s)
-            beta = 1 - alpha
-            b0, b1, b2 = self._bias
-            self._bias = (beta * b0 + alpha * f0, beta * b1 + alpha * f1, beta * b2 + alpha * f2)
-        else:
-            if not np.all(np.isfinite(f)):
-                return
-            alpha = 1.0 if self._free_s == 0.0 else min(1.0, dt_s / self.tau_s)
-            self._bias = (1 - alpha) * np.asarray(self._bias, dtype=float) + alpha * np.asarray(f, dtype=float)
-        self._free_s += dt_s
-        if self._baseline_n is None and self._free_s >= 2 * self.tau_s:
-            # Nominal: the sim model equals the real sensor, so the baseline is (near) zero;
-            # a bias present from the start is still reported once it exceeds the threshold.
-            self._baseline_n = np.zeros(3)
-
-    @property
-    def drift_n(self) -> np.ndarray:
-        """Estimated bias change since the baseline, shape (3,)."""
-        if self._baseline_n is None:
-            return np.zeros(3)
-        return self.bias_n - self._baseline_n
-
-    def flag(self) -> HealthFlag:
-        """Return the drift flag for the current estimate."""
-        drift = float(np.linalg.norm(self.drift_n))
-        if drift > self.threshold_n:
-            return HealthFlag("ft_bias_drift", True, _clip01(drift / self.full_scale_n),
-                              {"bias_n": np.array2string(self.drift_n, precision=2)})
-        return HealthFlag("ft_bias_drift")
 
 
 @dataclass
