@@ -194,24 +194,24 @@ def discover_runs(inputs: Sequence[Path | str], config: ReplayConfig) -> tuple[l
     return unique, failures
 
 
-def _load_yaml(text: str) -> Any:
-    """yaml.safe_load, with libyaml's parser when PyYAML has it (metadata.yaml: 5x faster)."""
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - a safe loader
-
-
-def read_labels(bag_paths: Sequence[str]) -> dict[str, Any]:
+def read_labels(bag_paths: Sequence[str], metadata_cache: dict[Path, Any] | None = None) -> dict[str, Any]:
     """Success labels of a run (labels.yaml beside the bag, or metadata custom_data).
+
+    ``metadata_cache``: see :func:`~sim_real_bridge.offline.bag_io.load_metadata_yaml`
+    (a job gives the same one to :func:`~sim_real_bridge.offline.bag_io.open_bags`).
 
     Raises:
         ConfigError: a labels file is not valid YAML or not a mapping.
     """
+    from sim_real_bridge.offline.bag_io import load_metadata_yaml
+
     labels: dict[str, Any] = {}
     for raw in bag_paths:
         path = Path(raw)
         meta = path / "metadata.yaml" if path.is_dir() else None
         if meta is not None and meta.is_file():
             try:
-                info = (_load_yaml(meta.read_text()) or {}).get("rosbag2_bagfile_information", {})
+                info = (load_metadata_yaml(meta, metadata_cache) or {}).get("rosbag2_bagfile_information", {})
             except yaml.YAMLError:
                 info = {}
             custom = info.get("custom_data") or {}
@@ -251,6 +251,7 @@ def _read_streams(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns
     """
     from sim_real_bridge.conversions import cdr
     from sim_real_bridge.conversions.robot_msgs import joint_trajectory_to_data
+    from sim_real_bridge.offline.bag_io import INJECTION_ARRAY, TIME, injection_array_parser, time_parser
     from sim_real_bridge.sim.trajectory import JointTrajectoryData
     from sim_real_bridge.offline.replay_engine import CommandStream, JointStream, PoseStream, WrenchStream
 
@@ -281,6 +282,13 @@ def _read_streams(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns
     parse = functools.partial(cdr.joint_trajectory_data_from_cdr,
                               max_sequence_length=bags.typestore.max_sequence_length)
     parsers = {t: parse for t in command_topics if topics[t].msgtype == "trajectory_msgs/msg/JointTrajectory"}
+    # Truth and tick times straight from their bytes too (rosbags' deserializer: a call and an object per part).
+    direct = {INJECTION_ARRAY: injection_array_parser, TIME: time_parser}
+    for topic in extra_topics:
+        make = direct.get(topics[topic].msgtype)
+        parser = make(bags.typestore) if make is not None else None
+        if parser is not None:
+            parsers[topic] = parser
     columns, messages = bags.read_all(column_topics, command_topics + extra_topics, start_ns, stop_ns, parsers)
     if extra is not None:
         extra.update({t: messages[t] for t in extra_topics})
@@ -591,8 +599,9 @@ def _replay_run(run: RunSpec, config: ReplayConfig, out_dir: Path | str,
     out = Path(out_dir)
     try:
         warnings: list[str] = []
-        labels = read_labels(run.bags)
-        with open_bags(list(run.bags)) as bags:
+        metadata: dict[Path, Any] = {}  # each metadata.yaml parsed once, for labels and the open
+        labels = read_labels(run.bags, metadata)
+        with open_bags(list(run.bags), metadata_cache=metadata) as bags:
             start_ns = stop_ns = None
             if config.window_s is not None:
                 first, _ = bags.time_range_ns()
