@@ -172,3 +172,28 @@ def test_replay_reads_truth_through_the_parser(tmp_path, storage):
     assert got and [s for s, _ in got] == [s for s, _ in expected]
     assert all(_same(a, b) for (_, a), (_, b) in zip(got, expected, strict=True))
     assert _read_truth(config, extra)[1] == "tiny"
+
+
+def test_truth_of_repeated_injections_equals_adding_each_message():
+    """_read_truth skips re-adding the shared objects of a repeat: the collector ends the same."""
+    from sim_real_bridge.core.summary import TruthCollector
+    from sim_real_bridge.offline.replay import _read_truth
+    from sim_real_bridge.offline.replay_config import ReplayConfig
+
+    store = _store()
+    parse = injection_array_parser(store)
+    a = [("dynamics", "gain", 1.0, 6.5, math.nan, False, []), ("contact", "friction", 3.0, 4.0, math.nan, False, [])]
+    b = [("dynamics", "gain", 1.0, 6.5, 1.2, True, []), ("contact", "friction", 3.0, 4.0, math.nan, False, [])]
+    c = [("dynamics", "gain", 1.0, 6.5, 1.2, False, []), ("contact", "friction", 3.0, 4.0, 3.5, True, [])]
+    sequence = [a, a, a, b, b, a, c, c, [], [], b, c, c]  # ends on a repeat: its elapsed time counts
+    messages = [(i, parse(_injection_array(store, 0.5 * i + 0.25 * (i == 4), injections)))
+                for i, injections in enumerate(sequence)]
+    assert messages[1][1].injections[0] is messages[0][1].injections[0]  # repeats do share objects
+    config = ReplayConfig()
+    collector, scenario = _read_truth(config, {config.injections_topic: messages})
+    plain = TruthCollector()
+    for _, msg in messages:
+        plain.add(msg.elapsed_s, msg.injections)
+    assert scenario == "tour"
+    assert repr(collector.__dict__) == repr(plain.__dict__)
+    assert repr(collector.truth(10.0)) == repr(plain.truth(10.0))
