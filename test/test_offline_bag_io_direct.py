@@ -197,3 +197,58 @@ def test_truth_of_repeated_injections_equals_adding_each_message():
     assert scenario == "tour"
     assert repr(collector.__dict__) == repr(plain.__dict__)
     assert repr(collector.truth(10.0)) == repr(plain.truth(10.0))
+
+
+def _plain_recording_warnings(topic, stamp_ns, recv_ns):
+    """recording_warnings as it was, every statistic computed."""
+    import numpy as np
+
+    from sim_real_bridge.offline.replay import LAG_WARNING_S
+
+    out = []
+    if len(stamp_ns) < 3:
+        return out
+    lag_s = (np.asarray(recv_ns) - np.asarray(stamp_ns)) * 1e-9
+    spread = float(np.percentile(lag_s, 99) - lag_s.min())
+    if spread > LAG_WARNING_S:
+        out.append(f"{topic}: receive lag varies by {spread:.3f} s (p99 above min): the recorder fell behind")
+    stamps = np.asarray(stamp_ns)
+    steps = np.diff(stamps if np.all(stamps[1:] >= stamps[:-1]) else np.sort(stamps))
+    steps = steps[steps > 0]
+    if steps.size:
+        period = float(np.median(steps))
+        missing = int(np.sum(np.maximum(0, np.round(steps / period) - 1)))
+        if missing > 0.01 * len(stamp_ns):
+            out.append(f"{topic}: about {missing} samples missing from {len(stamp_ns)} (stamp gaps): "
+                       "dropped by the recorder or never sent")
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_recording_warnings_equal_the_plain_statistics(seed):
+    import numpy as np
+
+    from sim_real_bridge.offline.replay import recording_warnings
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 400))
+    period = int(rng.choice([1_000_000, 2_000_000, 3_333_333]))
+    stamps = 10**18 + period * np.arange(n, dtype=np.int64)
+    kind = seed % 8
+    if kind == 1:  # jitter
+        stamps += rng.integers(-period // 10, period // 10, n)
+    elif kind == 2:  # gaps
+        stamps = np.delete(stamps, rng.choice(n, size=n // 5, replace=False)) if n > 10 else stamps
+    elif kind == 3:  # repeats and out of order
+        stamps[rng.integers(0, n, 3) % len(stamps)] = stamps[0]
+        rng.shuffle(stamps[: len(stamps) // 2])
+    elif kind == 4:  # all alike
+        stamps[:] = stamps[0]
+    lag = np.full(len(stamps), 5_000_000, dtype=np.int64)
+    if kind in (5, 6):  # lag that swings, a little or a lot
+        lag += rng.integers(0, 90_000_000 if kind == 5 else 400_000_000, len(stamps))
+    elif kind == 7:  # lag spread just around the limit
+        lag[-1] += 100_000_000 + int(rng.integers(-2, 3))
+        lag[-2] += 100_000_000
+    recv = stamps + lag
+    assert recording_warnings("/t", stamps, recv) == _plain_recording_warnings("/t", stamps, recv)
