@@ -531,74 +531,13 @@ def test_chunks_without_message_indexes_are_walked_record_by_record(store, tmp_p
 def test_message_indexes_outside_the_read_span_are_read_from_the_file(store, tmp_path, monkeypatch):
     from sim_real_bridge.offline import bag_io
 
-    indexed = bag_io._indexed_chunk_messages
-    monkeypatch.setattr(bag_io, "_indexed_chunk_messages", lambda span, *args: indexed(span[:0], *args))
     read_from_file = bag_io._index_entries
-    calls = []
-    monkeypatch.setattr(bag_io, "_index_entries", lambda span, *args: calls.append(1) or read_from_file(span, *args))
+    monkeypatch.setattr(bag_io, "_index_entries", lambda span, *args: read_from_file(span[:0], *args))
     bag = write_bag(store, tmp_path / "bag", robot_messages(store, "/sim", n=60))
     with open_bags(bag) as bags:
         cols = bags.read_many(["/sim/joint_states", "/sim/wrench"])
-    assert calls
     assert_joint_columns(cols["/sim/joint_states"], reference([bag], "/sim/joint_states"))
     assert_wrench_columns(cols["/sim/wrench"], reference([bag], "/sim/wrench"))
-
-
-def _index_records(store, tmp_path):
-    """A bag's file bytes, its MCAP storage and the first chunk's message index records."""
-    from sim_real_bridge.offline import bag_io
-
-    bag = write_bag(store, tmp_path / "bag", robot_messages(store, "/sim", n=60))
-    data = (bag / "bag.mcap").read_bytes()
-    bags = open_bags(bag)
-    storage = bag_io._storages_of(bags._sources[0].reader, bag_io.McapReader)[0]
-    return bag, data, bags, storage
-
-
-def test_message_indexes_read_together_equal_record_by_record(store, tmp_path):
-    from sim_real_bridge.offline import bag_io
-
-    _, data, bags, storage = _index_records(store, tmp_path)
-    with bags:
-        channels = {c.id: c.topic for c in storage.connections}
-        for chunk in storage.chunks:
-            span = np.frombuffer(data, dtype=np.uint8)[chunk.chunk_start_offset :]
-            together = bag_io._indexed_chunk_messages(span, chunk.chunk_start_offset, storage.bio, chunk, channels)
-            one_by_one = bag_io._indexed_chunk_messages(span[:0], chunk.chunk_start_offset, storage.bio, chunk,
-                                                        channels)
-            assert len(together) == 1 and len(one_by_one) > 1
-            for got, expected in zip(together[0], (np.concatenate(c) for c in zip(*one_by_one, strict=True)),
-                                     strict=True):
-                assert got.dtype == expected.dtype and got.tolist() == expected.tolist()
-
-
-@pytest.mark.parametrize("damage", ["opcode", "channel", "length", "truncated"])
-def test_damaged_message_index_raises_as_record_by_record(store, tmp_path, damage):
-    from sim_real_bridge.offline import bag_io
-
-    _, data, bags, storage = _index_records(store, tmp_path)
-    with bags:
-        channels = {c.id: c.topic for c in storage.connections}
-        chunk = storage.chunks[0]
-        victim = sorted(chunk.message_index_offsets.items())[1]
-        buf = np.frombuffer(data, dtype=np.uint8)[chunk.chunk_start_offset :].copy()
-        at = victim[1] - chunk.chunk_start_offset
-        if damage == "opcode":
-            buf[at] = 0x06
-        elif damage == "channel":
-            buf[at + 9] ^= 0x40
-        elif damage == "length":
-            buf[at + 11] ^= 0x01
-        else:
-            buf[at + 11 : at + 15] = np.frombuffer((10**6).to_bytes(4, "little"), dtype=np.uint8)
-        errors = []
-        for span in (buf, buf[: at + 15]):  # read together; the victim's entries beyond the span
-            with pytest.raises(ValueError) as caught:
-                bag_io._indexed_chunk_messages(span, chunk.chunk_start_offset, storage.bio, chunk, channels)
-            errors.append(str(caught.value))
-        problem = "truncated" if damage == "truncated" else "invalid"
-        assert errors[0] == errors[1] == (
-            f"message index of chunk at offset {chunk.chunk_start_offset}, channel {victim[0]} is {problem}")
 
 
 @pytest.mark.parametrize("width", [1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 104])

@@ -580,51 +580,17 @@ def _indexed_chunk_messages(
     """(channel ids, log times, record offsets in the chunk) of the wanted channels' messages
     by the chunk's message indexes, one entry per channel; unchecked (see
     :func:`_check_entries`). None when a wanted channel has messages but no index."""
-    ids: list[int] = []
-    offsets: list[int] = []
+    out = []
     for channel_id in channels:
         index_offset = chunk.message_index_offsets.get(channel_id)
         if index_offset is None:
             if chunk.channel_count.get(channel_id, 0):
                 return None
             continue
-        ids.append(channel_id)
-        offsets.append(index_offset)
-    if not ids:
-        return []
-    rel = np.asarray(offsets, dtype=np.int64) - span_offset
-    if int(rel.min()) >= 0 and int(rel.max()) + _INDEX_HEAD.size <= span.size:
-        return [_span_index_entries(span, rel, ids, chunk.chunk_start_offset)]
-    out = []
-    for channel_id, index_offset in zip(ids, offsets, strict=True):
         where = f"chunk at offset {chunk.chunk_start_offset}, channel {channel_id}"
         pairs = _index_entries(span, span_offset, bio, index_offset, channel_id, where)
         out.append((np.full(pairs.shape[0], channel_id, dtype=np.int64), pairs[:, 0], pairs[:, 1]))
     return out
-
-
-def _span_index_entries(span: np.ndarray, rel: np.ndarray, ids: list[int], chunk_offset: int
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What :func:`_index_entries` gives for each of a chunk's message index records (at
-    ``rel`` in ``span``, heads all inside it; channels ``ids``), read together: (channel
-    ids, log times, offsets) in record order. Checks and errors as record by record."""
-    opcode = span[rel]
-    channel = _words(span, "<u2")[rel + 9]
-    entries_len = _words(span, "<u4")[rel + 11].astype(np.int64)
-    begin = rel + _INDEX_HEAD.size
-    invalid = (opcode != 0x07) | (channel != np.asarray(ids)) | (entries_len % 16 != 0)
-    bad = invalid | (begin + entries_len > span.size)
-    if bad.any():
-        i = int(np.argmax(bad))
-        problem = "invalid" if invalid[i] else "truncated"
-        raise ValueError(f"message index of chunk at offset {chunk_offset}, channel {ids[i]} is {problem}")
-    counts = entries_len // 16
-    total = int(counts.sum())
-    firsts = np.cumsum(counts) - counts
-    at = np.repeat(begin - 16 * firsts, counts) + 16 * np.arange(total, dtype=np.int64)
-    words = _words(span, "<u8")
-    return (np.repeat(np.asarray(ids, dtype=np.int64), counts), words[at].astype(np.int64),
-            words[at + 8].astype(np.int64))
 
 
 def _walked_chunk_messages(
