@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 import yaml
-from rosbags.interfaces import Connection, MessageDefinitionFormat
-from rosbags.rosbag2 import Reader
+from rosbags.interfaces import Connection, MessageDefinitionFormat, Nodetype
+from rosbags.rosbag2 import Reader, storage_mcap, storage_sqlite3
+from rosbags.rosbag2.metadata import parse_qos as _rosbags_parse_qos
 from rosbags.rosbag2.reader import DirectoryReader
 from rosbags.rosbag2.storage_mcap import McapReader, decompress
 from rosbags.rosbag2.storage_sqlite3 import Sqlite3Reader
@@ -191,6 +192,23 @@ class _Raw:
     def take(self, order: np.ndarray) -> _Raw:
         """The messages at ``order``."""
         return _Raw(self.recv_ns[order], self.buf, self.start[order], self.size[order])
+
+
+def _parse_qos(dcts: Any) -> list[Any]:
+    """rosbags' ``parse_qos``, without its YAML parser for the text ``[]`` (no profiles).
+
+    rosbags' writer stores ``[]`` for every topic, and rosbags parses each topic's text
+    with ruamel's pure-Python YAML loader (~0.7 M instructions a topic, most of opening
+    an MCAP file); ``[]`` loads as an empty list, which parses to no profiles.
+    """
+    if isinstance(dcts, str) and dcts == "[]":
+        return []
+    return _rosbags_parse_qos(dcts)
+
+
+# rosbags' storages look parse_qos up in their module when they read a topic's QoS text.
+storage_mcap.parse_qos = _parse_qos
+storage_sqlite3.parse_qos = _parse_qos
 
 
 def _sniff(path: Path) -> str:
@@ -739,7 +757,24 @@ def _scan_mcap_chunks(
     return True
 
 
-def _open_reader(bag_path: Path) -> Reader:
+def load_metadata_yaml(meta: Path, cache: dict[Path, Any] | None = None) -> Any:
+    """The parsed YAML of a bag's ``metadata.yaml`` (libyaml's parser when PyYAML has it).
+
+    With ``cache``, a file is parsed once for everyone given that cache (a replay job
+    reads labels and opens the bag from the same file): the result is shared, read only.
+
+    Raises:
+        OSError, UnicodeDecodeError, yaml.YAMLError: as reading and parsing the file do.
+    """
+    if cache is not None and meta in cache:
+        return cache[meta]
+    info = yaml.load(meta.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
+    if cache is not None:
+        cache[meta] = info
+    return info
+
+
+def _open_reader(bag_path: Path, metadata_cache: dict[Path, Any] | None = None) -> Reader:
     """rosbags' Reader of one bag, opened.
 
     A bag directory of one uncompressed MCAP file opens the file itself when the
@@ -748,7 +783,7 @@ def _open_reader(bag_path: Path) -> Reader:
     rosbags reads metadata.yaml with a pure-Python YAML parser, most of an open's
     time. Anything else, or any doubt, opens the bag as rosbags does.
     """
-    single = _single_mcap(bag_path)
+    single = _single_mcap(bag_path, metadata_cache)
     if single is not None:
         file_path, info = single
         reader = Reader(file_path)
@@ -765,14 +800,13 @@ def _open_reader(bag_path: Path) -> Reader:
     return reader
 
 
-def _single_mcap(bag_path: Path) -> tuple[Path, dict[str, Any]] | None:
+def _single_mcap(bag_path: Path, metadata_cache: dict[Path, Any] | None = None) -> tuple[Path, dict[str, Any]] | None:
     """(the MCAP file, bag information) of a bag directory of one uncompressed MCAP file."""
     meta = bag_path / "metadata.yaml"
     if not meta.is_file():
         return None
     try:
-        info = yaml.load(meta.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        info = info["rosbag2_bagfile_information"]
+        info = load_metadata_yaml(meta, metadata_cache)["rosbag2_bagfile_information"]
         files = info["relative_file_paths"]
         if (
             not isinstance(info["version"], int) or info["version"] > 9 or info["storage_identifier"] != "mcap"
@@ -804,6 +838,7 @@ def open_bags(
     *,
     topic_maps: Sequence[Mapping[str, str] | None] | None = None,
     typestore: Typestore | None = None,
+    metadata_cache: dict[Path, Any] | None = None,
 ) -> BagSet:
     """Open rosbag2 bags: directories (split or not), ``.mcap`` or ``.db3`` files.
 
@@ -815,6 +850,8 @@ def open_bags(
             topic the bag lacks raises.
         typestore: base typestore; by default ROS 2 standard types plus ours. Types
             only the bags define are added to a private store (or to the one given).
+        metadata_cache: shared with :func:`load_metadata_yaml` by a caller that reads
+            the bags' metadata.yaml too (parsed once).
 
     Raises:
         BagError: a path is missing, not a bag, corrupt or truncated, or a mapped
@@ -834,7 +871,7 @@ def open_bags(
             for bag_path in _expand(Path(raw_path)):
                 label = str(bag_path)
                 try:
-                    reader = _open_reader(bag_path)
+                    reader = _open_reader(bag_path, metadata_cache)
                 except BagError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - rosbags ReaderError and OS errors
@@ -864,6 +901,136 @@ def open_bags(
                 pass
         raise
     return BagSet(sources, store, unknown)
+
+
+# -- small message types, decoded directly ------------------------------------------
+INJECTION_ARRAY = "sim_real_bridge/msg/InjectionArray"
+TIME = "builtin_interfaces/msg/Time"
+_STRING = (Nodetype.BASE, ("string", 0))
+_FLOAT64 = (Nodetype.BASE, ("float64", 0))
+#: The field definitions :func:`injection_array_parser` decodes (as a typestore holds them).
+_INJECTION_FIELDS = {
+    INJECTION_ARRAY: [("header", (Nodetype.NAME, "std_msgs/msg/Header")), ("scenario", _STRING),
+                      ("elapsed_s", _FLOAT64),
+                      ("injections", (Nodetype.SEQUENCE, ((Nodetype.NAME, "sim_real_bridge/msg/Injection"), 0)))],
+    "sim_real_bridge/msg/Injection": [
+        ("category", _STRING), ("kind", _STRING), ("start_s", _FLOAT64), ("end_s", _FLOAT64),
+        ("effect_start_s", _FLOAT64), ("active", (Nodetype.BASE, ("bool", 0))),
+        ("params", (Nodetype.SEQUENCE, ((Nodetype.NAME, "diagnostic_msgs/msg/KeyValue"), 0)))],
+    "diagnostic_msgs/msg/KeyValue": [("key", _STRING), ("value", _STRING)],
+    "std_msgs/msg/Header": [("stamp", (Nodetype.NAME, TIME)), ("frame_id", _STRING)],
+    TIME: [("sec", (Nodetype.BASE, ("int32", 0))), ("nanosec", (Nodetype.BASE, ("uint32", 0)))],
+}
+_U32 = struct.Struct("<I")
+_TIME = struct.Struct("<iI")
+_F64 = struct.Struct("<d")
+_INJECTION_VALUES = struct.Struct("<3d?")
+
+
+def _cdr_string(body: bytes, pos: int) -> tuple[str, int]:
+    """(string, position after it) at ``pos`` (aligned) of a CDR payload.
+
+    Raises:
+        ValueError: where rosbags' deserializer refuses the string.
+    """
+    (size,) = _U32.unpack_from(body, pos)
+    end = pos + 4 + size
+    if size < 1 or end > len(body) or body[end - 1] != 0:
+        raise ValueError("bad string")
+    return body[pos + 4 : end - 1].decode(), end
+
+
+def _fields_are(typestore: Typestore, expected: Mapping[str, list[tuple[str, Any]]]) -> bool:
+    """Whether ``typestore`` defines each type of ``expected`` with exactly those fields."""
+    try:
+        return all(list(typestore.fielddefs[name][1]) == fields for name, fields in expected.items())
+    except (KeyError, TypeError, IndexError):
+        return False
+
+
+def injection_array_parser(typestore: Typestore) -> Callable[[bytes], Any] | None:
+    """A parser of sim_real_bridge/msg/InjectionArray CDR bytes into the message rosbags'
+    deserializer makes of them (its classes, equal values), or None for a typestore that
+    defines these types otherwise.
+
+    rosbags' generated deserializer costs ~0.2 M instructions per message (one call and
+    one object per nested message). The parser returns None for any message rosbags would
+    refuse or that is not little-endian (deserialize that one with rosbags). The
+    injections that follow ``elapsed_s`` repeat from message to message: each distinct
+    run of those bytes is decoded once and its Injection objects are shared by the
+    messages holding it (read them, do not change them).
+    """
+    if not _fields_are(typestore, _INJECTION_FIELDS):
+        return None
+    types = typestore.types
+    array_cls, injection_cls = types[INJECTION_ARRAY], types["sim_real_bridge/msg/Injection"]
+    key_value_cls, header_cls, time_cls = (
+        types["diagnostic_msgs/msg/KeyValue"], types["std_msgs/msg/Header"], types[TIME])
+    max_count = typestore.max_sequence_length
+    decoded: dict[bytes, list[Any]] = {}
+
+    def injections_of(tail: bytes) -> list[Any]:
+        # ``tail`` starts 8-byte aligned (after elapsed_s), so alignment within it is as in the message.
+        (count,) = _U32.unpack_from(tail, 0)
+        pos = 4
+        if pos + count > len(tail) or count > max_count:
+            raise ValueError("bad sequence")
+        out = []
+        for _ in range(count):
+            category, pos = _cdr_string(tail, (pos + 3) & -4)
+            kind, pos = _cdr_string(tail, (pos + 3) & -4)
+            pos = (pos + 7) & -8
+            start_s, end_s, effect_start_s, active = _INJECTION_VALUES.unpack_from(tail, pos)
+            pos = (pos + 25 + 3) & -4
+            (n_params,) = _U32.unpack_from(tail, pos)
+            pos += 4
+            if pos + n_params > len(tail) or n_params > max_count:
+                raise ValueError("bad sequence")
+            params = []
+            for _ in range(n_params):
+                key, pos = _cdr_string(tail, (pos + 3) & -4)
+                value, pos = _cdr_string(tail, (pos + 3) & -4)
+                params.append(key_value_cls(key, value))
+            out.append(injection_cls(category, kind, start_s, end_s, effect_start_s, active, params))
+        if pos + 3 < len(tail):  # rosbags: more than padding after the message
+            raise ValueError("trailing bytes")
+        return out
+
+    def parse(data: bytes) -> Any:
+        if len(data) < 4 or data[:2] != _CDR_LE:
+            return None
+        body = bytes(data[4:])
+        try:
+            sec, nanosec = _TIME.unpack_from(body, 0)
+            frame_id, pos = _cdr_string(body, 8)
+            scenario, pos = _cdr_string(body, (pos + 3) & -4)
+            pos = (pos + 7) & -8
+            (elapsed_s,) = _F64.unpack_from(body, pos)
+            tail = body[pos + 8 :]
+            injections = decoded.get(tail)
+            if injections is None:
+                injections = decoded[tail] = injections_of(tail)
+        except (struct.error, UnicodeDecodeError, ValueError):
+            return None
+        return array_cls(header_cls(time_cls(sec, nanosec), frame_id), scenario, elapsed_s, list(injections))
+
+    return parse
+
+
+def time_parser(typestore: Typestore) -> Callable[[bytes], Any] | None:
+    """A parser of builtin_interfaces/msg/Time CDR bytes into rosbags' message (None for a
+    typestore that defines Time otherwise); it returns None for a message rosbags would
+    refuse or that is not little-endian."""
+    if not _fields_are(typestore, {TIME: _INJECTION_FIELDS[TIME]}):
+        return None
+    time_cls = typestore.types[TIME]
+
+    def parse(data: bytes) -> Any:
+        if not 12 <= len(data) <= 15 or data[:2] != _CDR_LE:
+            return None
+        return time_cls(*_TIME.unpack_from(data, 4))
+
+    return parse
 
 
 # -- CDR layouts -------------------------------------------------------------------
