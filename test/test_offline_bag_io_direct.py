@@ -6,8 +6,6 @@ import math
 from pathlib import Path
 
 import pytest
-from rosbags.rosbag2 import storage_mcap, storage_sqlite3
-from rosbags.rosbag2.metadata import parse_qos as rosbags_parse_qos
 from rosbags.serde import SerdeError
 
 from sim_real_bridge.capture.typestore import build_typestore, new_typestore
@@ -19,22 +17,6 @@ from sim_real_bridge.offline.bag_io import (
     load_metadata_yaml,
     time_parser,
 )
-
-QOS_TEXT = (
-    "- history: 3\n  depth: 0\n  reliability: 1\n  durability: 2\n  deadline:\n    sec: 2147483647\n"
-    "    nsec: 4294967295\n  lifespan:\n    sec: 2147483647\n    nsec: 4294967295\n  liveliness: 1\n"
-    "  liveliness_lease_duration:\n    sec: 2147483647\n    nsec: 4294967295\n"
-    "  avoid_ros_namespace_conventions: false\n"
-)
-
-
-def test_qos_shortcut_is_installed_and_agrees():
-    assert storage_mcap.parse_qos is bag_io._parse_qos
-    assert storage_sqlite3.parse_qos is bag_io._parse_qos
-    for text in ("[]", "", " []", QOS_TEXT):
-        assert bag_io._parse_qos(text) == rosbags_parse_qos(text)
-    assert len(bag_io._parse_qos(QOS_TEXT)) == 1
-
 
 def test_metadata_parsed_once_per_cache(tmp_path):
     meta = tmp_path / "metadata.yaml"

@@ -29,8 +29,7 @@ from typing import Any
 import numpy as np
 import yaml
 from rosbags.interfaces import Connection, MessageDefinitionFormat, Nodetype
-from rosbags.rosbag2 import Reader, storage_mcap, storage_sqlite3
-from rosbags.rosbag2.metadata import parse_qos as _rosbags_parse_qos
+from rosbags.rosbag2 import Reader
 from rosbags.rosbag2.reader import DirectoryReader
 from rosbags.rosbag2.storage_mcap import McapReader, decompress
 from rosbags.rosbag2.storage_sqlite3 import Sqlite3Reader
@@ -192,23 +191,6 @@ class _Raw:
     def take(self, order: np.ndarray) -> _Raw:
         """The messages at ``order``."""
         return _Raw(self.recv_ns[order], self.buf, self.start[order], self.size[order])
-
-
-def _parse_qos(dcts: Any) -> list[Any]:
-    """rosbags' ``parse_qos``, without its YAML parser for the text ``[]`` (no profiles).
-
-    rosbags' writer stores ``[]`` for every topic, and rosbags parses each topic's text
-    with ruamel's pure-Python YAML loader (~0.7 M instructions a topic, most of opening
-    an MCAP file); ``[]`` loads as an empty list, which parses to no profiles.
-    """
-    if isinstance(dcts, str) and dcts == "[]":
-        return []
-    return _rosbags_parse_qos(dcts)
-
-
-# rosbags' storages look parse_qos up in their module when they read a topic's QoS text.
-storage_mcap.parse_qos = _parse_qos
-storage_sqlite3.parse_qos = _parse_qos
 
 
 def _sniff(path: Path) -> str:
