@@ -107,39 +107,34 @@ def _metadata(counts: list[int], topics: list[str], custom: dict[str, str] | Non
         "custom_data": custom, "ros_distro": "rosbags"}}
 
 
+def _dump_as_our_writer(data: object, times: int) -> str:
+    """rosbags' writer's YAML dump of data, ``times`` times, while our writer's hook is on."""
+    yaml = rosbags_writer.YAML(typ="safe")
+    yaml.default_flow_style = False
+    stream = StringIO()
+    bag_writer._YAML_HOOK.writer = type("W", (), {"drop_metadata_file": False})()
+    try:
+        for _ in range(times):
+            yaml.dump(data, stream)
+    finally:
+        bag_writer._YAML_HOOK.writer = None
+    return stream.getvalue()
+
+
 @pytest.mark.parametrize("custom", [None, {"sim_success": "true", "note": "a long note " * 12}, {"n": "7"}])
 def test_metadata_from_a_template_is_ruamels_text(monkeypatch: pytest.MonkeyPatch, custom: dict[str, str] | None
                                                    ) -> None:
     monkeypatch.setattr(bag_writer, "_TEMPLATES", {})
-    writer = type("W", (), {"drop_metadata_file": False})()
     topics = ["/divergence/joints", "/a/very/long/topic/name/" + "x" * 70, "/b"]
     for counts in ([1, 2, 3], [0, 0, 0], [10**18, 5, -(2**63)], [2**63 - 1, 123456789, 42]):
         for data in (_metadata(counts, topics, custom), _metadata(counts, topics, custom)["rosbag2_bagfile_information"]):
-            yaml = rosbags_writer.YAML(typ="safe")
-            yaml.default_flow_style = False
-            stream = StringIO()
-            bag_writer._YAML_HOOK.writer = writer
-            try:
-                yaml.dump(data, stream)
-            finally:
-                bag_writer._YAML_HOOK.writer = None
-            assert stream.getvalue() == _ruamel(data)
+            assert _dump_as_our_writer(data, 1) == _ruamel(data)
     assert len(bag_writer._TEMPLATES) == 2 and all(t is not None for t in bag_writer._TEMPLATES.values())
 
 
 def test_metadata_with_a_sentinel_inside_a_string_is_not_templated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bag_writer, "_TEMPLATES", {})
-    writer = type("W", (), {"drop_metadata_file": False})()
     data = {"a": 1, "b": str(bag_writer._SENTINEL), "c": 2.5}  # a float: no template either
     for item in (data, {"a": 1, "b": str(bag_writer._SENTINEL)}):
-        yaml = rosbags_writer.YAML(typ="safe")
-        yaml.default_flow_style = False
-        stream = StringIO()
-        bag_writer._YAML_HOOK.writer = writer
-        try:
-            yaml.dump(item, stream)
-            yaml.dump(item, stream)
-        finally:
-            bag_writer._YAML_HOOK.writer = None
-        assert stream.getvalue() == 2 * _ruamel(item)
+        assert _dump_as_our_writer(item, 2) == 2 * _ruamel(item)
     assert list(bag_writer._TEMPLATES.values()) == [None]

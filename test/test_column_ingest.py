@@ -11,6 +11,7 @@ arrivals out of order) fall back to the row-by-row path, with the same results.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -252,24 +253,20 @@ def _state(engine) -> dict:
     return out
 
 
-def test_planned_columns_fed_at_any_times_leave_the_per_message_state() -> None:
-    """feed_columns at planned tick times, between them, past several at once and at
-    unplanned times: after each call, every input state equals the per-message engine's
-    fed the same rows (stream health, clock map, series)."""
-    from sim_real_bridge.core import intake
+def _planned_and_per_message(streams: list, config: Any, ticks: np.ndarray) -> tuple[Any, Any, Any, Any]:
+    """A planned engine (columns and ticks planned), the problems its plan counted, an
+    engine fed row by row through replay's feeders, and feed_rows(t): feed that one
+    every row received before t (all left with None), in replay's order."""
     from sim_real_bridge.core.engine import DivergenceEngine
     from sim_real_bridge.offline import replay_engine as replay
 
-    streams = _streams()
-    config = intake.IntakeConfig()
     recv = [np.asarray(s.recv_ns, dtype=np.int64) for s in streams]
     recv_all = np.concatenate(recv)
     ids = np.concatenate([np.full(r.size, k) for k, r in enumerate(recv)])
     rows = np.concatenate([np.arange(r.size) for r in recv])
     order = np.lexsort((rows, ids, recv_all))
     planned = DivergenceEngine()
-    assert replay._plan_columns(planned, config, streams, order, [r.size for r in recv], {}) is not None
-    ticks = T0 + np.arange(1, 600, dtype=np.int64) * 20_000_000
+    problems = replay._plan_columns(planned, config, streams, order, [r.size for r in recv], {})
     planned.plan_ticks(ticks)
     by_row = DivergenceEngine()
     feeders = []
@@ -282,18 +279,38 @@ def test_planned_columns_fed_at_any_times_leave_the_per_message_state() -> None:
             feeders.append(replay._vector_pose_feeder(by_row, config, s))
         else:
             feeders.append(lambda i, r, s=s: by_row.on_command(int(s.start_ns[i]), r, s.joint_names[i], s.points[i]))
+    sorted_recv, sorted_ids, sorted_rows = recv_all[order].tolist(), ids[order].tolist(), rows[order].tolist()
+    fed = [0]
+
+    def feed_rows(t: int | None) -> None:
+        n = fed[0]
+        while n < len(sorted_recv) and (t is None or sorted_recv[n] < t):
+            feeders[sorted_ids[n]](sorted_rows[n], sorted_recv[n])
+            n += 1
+        fed[0] = n
+
+    return planned, problems, by_row, feed_rows
+
+
+def test_planned_columns_fed_at_any_times_leave_the_per_message_state() -> None:
+    """feed_columns at planned tick times, between them, past several at once and at
+    unplanned times: after each call, every input state equals the per-message engine's
+    fed the same rows (stream health, clock map, series)."""
+    from sim_real_bridge.core import intake
+
+    streams = _streams()
+    config = intake.IntakeConfig()
+    ticks = T0 + np.arange(1, 600, dtype=np.int64) * 20_000_000
+    planned, problems, by_row, feed_rows = _planned_and_per_message(streams, config, ticks)
+    assert problems is not None
     rng = np.random.default_rng(4)
     times = sorted(set(ticks[rng.choice(ticks.size, 150, replace=False)].tolist())
                    | set((T0 + rng.integers(0, 12 * NS, 60)).tolist()))
     # Earlier than a time already fed, unplanned and planned: nothing new.
     times += [times[-1] - 1, int(ticks[ticks < times[-1]][-3])]
-    sorted_recv, sorted_ids, sorted_rows = recv_all[order].tolist(), ids[order].tolist(), rows[order].tolist()
-    n = 0
     for t in [*times, None]:
         planned.feed_columns(t)
-        while n < len(sorted_recv) and (t is None or sorted_recv[n] < t):
-            feeders[sorted_ids[n]](sorted_rows[n], sorted_recv[n])
-            n += 1
+        feed_rows(t)
         assert _state(planned) == _state(by_row), t
 
 
@@ -413,8 +430,6 @@ def test_planned_ticks_fed_in_order_leave_the_per_message_state() -> None:
     come back to it: after every call the state equals the per-message engine's (the
     scalars each time, the deques, filled when read, now and then)."""
     from sim_real_bridge.core import intake
-    from sim_real_bridge.core.engine import DivergenceEngine
-    from sim_real_bridge.offline import replay_engine as replay
 
     streams = _streams(seed=6)
     streams[0] = CommandStream("sim", T0 + np.array([-5_000_000, 3 * NS + 7, 7 * NS]), [0, 0, 0],
@@ -425,37 +440,16 @@ def test_planned_ticks_fed_in_order_leave_the_per_message_state() -> None:
             stamps[[700, 701, 2500, 5001]] = 0  # refused: zero stamps
             streams[k] = WrenchStream(s.side, s.recv_ns, stamps, s.frame_ids, s.force_n, s.torque_nm)
     config = intake.IntakeConfig()
-    recv = [np.asarray(s.recv_ns, dtype=np.int64) for s in streams]
-    recv_all = np.concatenate(recv)
-    ids = np.concatenate([np.full(r.size, k) for k, r in enumerate(recv)])
-    rows = np.concatenate([np.arange(r.size) for r in recv])
-    order = np.lexsort((rows, ids, recv_all))
-    planned = DivergenceEngine()
-    problems = replay._plan_columns(planned, config, streams, order, [r.size for r in recv], {})
-    assert problems is not None and sum(problems["real/wrench"].values()) >= 4
     ticks = T0 + np.arange(1, 620, dtype=np.int64) * 20_000_000
-    planned.plan_ticks(ticks)
-    by_row = DivergenceEngine()
-    feeders = []
-    for s in streams:
-        if isinstance(s, JointStream):
-            feeders.append(replay._vector_joint_feeder(by_row, config, s))
-        elif isinstance(s, WrenchStream):
-            feeders.append(replay._vector_wrench_feeder(by_row, config, s))
-        elif isinstance(s, PoseStream):
-            feeders.append(replay._vector_pose_feeder(by_row, config, s))
-        else:
-            feeders.append(lambda i, r, s=s: by_row.on_command(int(s.start_ns[i]), r, s.joint_names[i], s.points[i]))
+    planned, problems, by_row, feed_rows = _planned_and_per_message(streams, config, ticks)
+    assert problems is not None and sum(problems["real/wrench"].values()) >= 4
     times = ticks.tolist()
     times = [*times[:100], times[100] + 7_000_000, *times[101:200], *times[205:300], times[299], *times[300:400],
              times[395], *times[400:]]
-    sorted_recv, sorted_ids, sorted_rows = recv_all[order].tolist(), ids[order].tolist(), rows[order].tolist()
-    n = in_order = 0
+    in_order = 0
     for step, t in enumerate([*times, None]):
         planned.feed_columns(t)
-        while n < len(sorted_recv) and (t is None or sorted_recv[n] < t):
-            feeders[sorted_ids[n]](sorted_rows[n], sorted_recv[n])
-            n += 1
+        feed_rows(t)
         in_order += planned._ticks.fed >= 0 and t == planned._ticks.times[planned._ticks.fed]
         assert _scalars(planned) == _scalars(by_row), t
         if step % 37 == 36 or t is None:
