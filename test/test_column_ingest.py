@@ -315,13 +315,24 @@ def test_planned_columns_fed_at_any_times_leave_the_per_message_state() -> None:
 
 
 def test_a_plan_row_fills_every_slot_of_the_per_tick_reads_in_order() -> None:
-    from sim_real_bridge.core.engine import _Pure
+    import ast
+    import inspect
+    import textwrap
+
+    from sim_real_bridge.core.engine import DivergenceEngine, _Pure
 
     names = _Pure.__slots__
-    pure = _Pure.from_row(tuple(range(len(names))))
-    assert [getattr(pure, name) for name in names] == list(range(len(names)))
-    with pytest.raises(ValueError):
-        _Pure.from_row(tuple(range(len(names) - 1)))
+    pure = _Pure()
+    for k, name in enumerate(names):
+        setattr(pure, name, k)
+    assert pure.as_row() == tuple(range(len(names)))
+    # _analyse unpacks a row (planned, or as_row of the per-tick reads) into locals of the
+    # same names, in the same order: both unpackings must list the slots as they are.
+    tree = ast.parse(textwrap.dedent(inspect.getsource(DivergenceEngine._analyse)))
+    unpacked = [[elt.id for elt in node.targets[0].elts] for node in ast.walk(tree)
+                if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple)
+                and len(node.targets[0].elts) > 10]
+    assert unpacked == [list(names), list(names)]
 
 
 def test_rotation_angles_on_columns_equal_the_per_tick_ones() -> None:

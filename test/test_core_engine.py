@@ -547,3 +547,36 @@ def test_planned_clock_offsets_and_resets_equal_the_per_sample_map(case: str) ->
     assert (plan is None) == (resets > 0) == (case in ("backwards", "forward"))
     if plan is not None:
         assert plan.offsets.tolist() == offsets
+
+
+@pytest.mark.parametrize("reads", ["every_tick", "irregular"])
+def test_planned_clock_spreads_equal_the_per_sample_map(reads: str) -> None:
+    """A planned clock fed tick by tick gives the delay spread the per-sample map gives,
+    read at every tick (the schedule plan_spreads computes at once) or irregularly (reads
+    off that schedule plan again or compute their own)."""
+    from sim_real_bridge.core.engine import _ClockMap
+
+    rng = np.random.default_rng(7)
+    n = 6000
+    ids = rng.integers(0, 3, n)
+    stamp = 1_700_000_000_000_000_000 + np.cumsum(rng.integers(500_000, 1_500_000, n)).astype(np.int64)
+    recv = np.maximum.accumulate(stamp + 2_000_000 + rng.integers(0, 3_000_000, n))
+    names = ["a", "b", "c"]
+    planned = _ClockMap(1e-3, 500_000_000)
+    plan = planned.plan(stamp, recv, ids, names)
+    assert plan is not None
+    cuts = np.arange(0, n + 1, 23)
+    plan.plan_ticks(cuts)
+    live = _ClockMap(1e-3, 500_000_000)
+    fed = 0
+    read = rng.random(cuts.size) < (1.0 if reads == "every_tick" else 0.3)
+    for k, hi in enumerate(cuts.tolist()):
+        planned.feed_tick(plan, k)
+        for i in range(fed, hi):
+            live.map(int(stamp[i]), int(recv[i]), names[ids[i]])
+        fed = hi
+        if read[k] or k == cuts.size - 1:
+            assert planned.spread_s == live.spread_s, k
+    assert plan.spreads and plan.replans >= 1
+    if reads == "every_tick":
+        assert plan.replans == 1

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
@@ -57,6 +57,7 @@ from sim_real_bridge.core.attribution import (
 )
 from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventConfig, EventRecord, EventTracker
 from sim_real_bridge.core.features import (
+    ALL_INACTIVE,
     FeatureConfig,
     HealthFlag,
     HealthMarks,
@@ -845,9 +846,13 @@ class _ClockMap:
             # delay so far is one of the plan's: the history is its last 500 fed.
             if min(500, plan.fed) <= 2:
                 return 0.0
-            if plan.delays_f is None:
-                plan.delays_f = plan.delays.astype(float)  # (np.std converts the same way)
-            self._spread_cache = _std(plan.delays_f[max(0, plan.fed - 500):plan.fed]) * 1e-9
+            planned = plan.spreads.get(plan.fed)
+            if planned is None and plan.fed >= 500 and plan.tick_fed is not None and plan.replans < 8:
+                planned = plan.plan_spreads(plan.fed)
+            if planned is not None:
+                self._spread_cache = planned
+            else:
+                self._spread_cache = _std(plan.delays_f_all()[max(0, plan.fed - 500):plan.fed]) * 1e-9
         elif len(self._delays) <= 2:
             return 0.0
         else:
@@ -875,6 +880,16 @@ class _ClockPlan:
     tick_fed: list[int] | None = None
     tick_offsets: list[int] | None = None
     tick_recv: list[int] | None = None
+    # Rows fed -> the spread (s) of the delays so far, where a map read once per tick of
+    # plan_ticks refreshes it (see plan_spreads), and how often they were planned.
+    spreads: dict[int, float] = field(default_factory=dict)
+    replans: int = 0
+
+    def delays_f_all(self) -> np.ndarray:
+        """The delays as floats (np.std converts the same way), made when first read."""
+        if self.delays_f is None:
+            self.delays_f = self.delays.astype(float)
+        return self.delays_f
 
     def plan_ticks(self, cuts: np.ndarray) -> None:
         """Keep, for each tick, the rows fed by then (``cuts``) and the state after them."""
@@ -883,6 +898,28 @@ class _ClockPlan:
         self.tick_fed = fed.tolist()
         self.tick_offsets = self.offsets[last].tolist()
         self.tick_recv = self.recv[last].tolist()
+
+    def plan_spreads(self, fed_now: int) -> float:
+        """The spread at ``fed_now`` rows, and the ones :attr:`_ClockMap.spread_s` will
+        refresh after it if read once per tick from now on (kept in :attr:`spreads`),
+        all at once: for each window of 500 delays, :func:`_std`'s float operations (each
+        window is reduced along contiguous memory, pairwise as a 1-D array is). A read
+        off that schedule finds no entry: it plans again from there (a few times), then
+        computes its own."""
+        window = 500
+        self.replans += 1
+        due = [fed_now]
+        spread_at = fed_now
+        for fed in self.tick_fed[bisect_right(self.tick_fed, fed_now):]:  # type: ignore[index]
+            if fed - spread_at >= 100:  # spread_s's refresh rule
+                due.append(fed)
+                spread_at = fed
+        ends = np.asarray(due, dtype=np.int64)
+        rows = np.lib.stride_tricks.sliding_window_view(self.delays_f_all(), window)[ends - window]
+        dev = rows - (np.add.reduce(rows, axis=1) / window)[:, None]
+        np.multiply(dev, dev, out=dev)
+        self.spreads = dict(zip(due, (np.sqrt(np.add.reduce(dev, axis=1) / window) * 1e-9).tolist(), strict=True))
+        return self.spreads[fed_now]
 
 
 class _Pure:
@@ -903,20 +940,9 @@ class _Pure:
                  # squared residuals as float lists, whether any joint is stalling
                  "q_sq_l", "eff_sq_l", "stalling_any")
 
-    @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> "_Pure":
-        """A _Pure from one row of the grid plan's columns, values in ``__slots__`` order
-        (one unpacking: setting the slots one by one cost more than the rest of the read)."""
-        p = cls.__new__(cls)
-        (p.sim_row, p.real_row, p.joints_valid, p.ee_sim, p.ee_real, p.obj_sim, p.obj_real, p.ee_err,
-         p.ee_err_norm, p.tip_sim, p.tip_real, p.obj_err, p.obj_tool_err, p.real_tool_object_m,
-         p.sim_obj_speed, p.sim_w, p.real_w, p.wrench_valid, p.frame, p.moving,
-         p.res, p.q_abs, p.q_sq_sum, p.joint_record, p.world_sim_ok, p.world_real_ok,
-         p.raw_force, p.torque_res, p.force_norm, p.contact_force_res, p.contact_force_norm,
-         p.torque_norm, p.stalling, p.slow_real, p.ee_both, p.obj_both, p.energy, p.ee_angle, p.obj_angle,
-         p.world_sim_l, p.world_real_l, p.raw_force_l, p.torque_res_l, p.obj_err_l,
-         p.q_sq_l, p.eff_sq_l, p.stalling_any) = row
-        return p
+    def as_row(self) -> tuple[Any, ...]:
+        """The values in ``__slots__`` order: a row as the grid plan serves it."""
+        return tuple(getattr(self, name) for name in _Pure.__slots__)
 
 
 def _grid_rows(g: _GridCache, times_ns: np.ndarray, window: bool = False,
@@ -1008,8 +1034,9 @@ class _GridPlan:
             self._load(block)
         return None if self.columns is None else k - block * self.block_ticks
 
-    def at(self, t_ns: int, engine: "DivergenceEngine") -> _Pure | None:
-        """The values of ``engine._pure_joints(t_ns)`` completed by ``_pure_rest``, or None when not (yet) determined."""
+    def at(self, t_ns: int, engine: "DivergenceEngine") -> tuple[Any, ...] | None:
+        """The values of ``engine._pure_joints(t_ns)`` completed by ``_pure_rest`` as a
+        row in ``_Pure.__slots__`` order, or None when not (yet) determined."""
         i = self._index(t_ns)
         if i is None:
             return None
@@ -1023,7 +1050,7 @@ class _GridPlan:
             c = self.columns
             self.rows = list(zip(*(c[name] for name in _Pure.__slots__)))  # type: ignore[index]
         self.served += 1
-        return _Pure.from_row(self.rows[i])
+        return self.rows[i]
 
     def fit_at(self, t_ns: int) -> tuple[Any, bool] | None:
         """``engine._fit_at(t_ns)`` when planned and determined by the visible rows, else None."""
@@ -2292,12 +2319,21 @@ class DivergenceEngine:
         self.analysis_count += 1
         j = len(self.joint_names or ())
         dt_s = self._dt_ns * 1e-9
-        p = self._grid_plan.at(t, self) if self._grid_plan is not None else None
-        unplanned = p is None
-        if p is None:
+        row = self._grid_plan.at(t, self) if self._grid_plan is not None else None
+        p = None
+        if row is None:
             p = self._pure_joints(t)  # the rest after the joint record (below)
-        sim_row, real_row, joints_valid = p.sim_row, p.real_row, p.joints_valid
-        res = p.res
+            sim_row, real_row, joints_valid, res, joint_record = p.sim_row, p.real_row, p.joints_valid, p.res, p.joint_record
+        else:
+            # The row in _Pure.__slots__ order, into locals (test_column_ingest holds the order).
+            (sim_row, real_row, joints_valid, ee_sim, ee_real, obj_sim, obj_real, ee_err,
+             ee_err_norm, tip_sim, tip_real, obj_err, obj_tool_err, real_tool_object_m,
+             sim_obj_speed, sim_w, real_w, wrench_valid, frame, moving,
+             res, q_abs, q_sq_sum, joint_record, world_sim_ok, world_real_ok,
+             raw_force, torque_res, force_norm, contact_force_res, contact_force_norm,
+             torque_norm, stalling, slow_real, ee_both, obj_both, energy, ee_angle, obj_angle,
+             world_sim_l, world_real_l, raw_force_l, torque_res_l, obj_err_l,
+             q_sq_l, eff_sq_l, stalling_any) = row
         q_res = res[:j]
         qd_res = res[j:2 * j]
         eff_res = res[2 * j:]
@@ -2306,7 +2342,7 @@ class DivergenceEngine:
         # estimate is the fits' so far): it is formed first, so it can leave first. Like the
         # other records, it shares the per-tick arrays (see below).
         offset_s, offset_std_s = self._offset()
-        if p.joint_record:
+        if joint_record:
             latency_s, latency_std_s = self._latency()
             record = JointDivergenceRecord(
                 stamp_ns=t, names=self.joint_names or (), position_residual_rad=q_res,
@@ -2319,24 +2355,28 @@ class DivergenceEngine:
                 self.joint_record_sink(record)
             else:
                 self._pending.joints.append(record)
-        if unplanned:
+        if p is not None:
             self._pure_rest(p, t)
-        ee_err, ee_err_norm = p.ee_err, p.ee_err_norm
-        obj_err, obj_tool_err, real_tool_object_m = p.obj_err, p.obj_tool_err, p.real_tool_object_m
-        sim_w, real_w, wrench_valid = p.sim_w, p.real_w, p.wrench_valid
-        frame = p.frame
+            (sim_row, real_row, joints_valid, ee_sim, ee_real, obj_sim, obj_real, ee_err,
+             ee_err_norm, tip_sim, tip_real, obj_err, obj_tool_err, real_tool_object_m,
+             sim_obj_speed, sim_w, real_w, wrench_valid, frame, moving,
+             res, q_abs, q_sq_sum, joint_record, world_sim_ok, world_real_ok,
+             raw_force, torque_res, force_norm, contact_force_res, contact_force_norm,
+             torque_norm, stalling, slow_real, ee_both, obj_both, energy, ee_angle, obj_angle,
+             world_sim_l, world_real_l, raw_force_l, torque_res_l, obj_err_l,
+             q_sq_l, eff_sq_l, stalling_any) = p.as_row()
         # 3-vector state in Python floats: the same float operations as numpy's elementwise
         # ones (x*x + y*y + z*z is _norm's ordered sum), at a fraction of a small-array call.
-        world_sim = p.world_sim_l
+        world_sim = world_sim_l
         weight = self._tool_weight[frame]
-        if p.world_sim_ok:
+        if world_sim_ok:
             if weight is None:
                 weight = self._tool_weight[frame] = tuple(world_sim)
             elif _norm3(_sub3(world_sim, weight)) < cfg.contact_release_n:
                 weight = self._tool_weight[frame] = _ema3(weight, world_sim, min(1.0, dt_s / cfg.tool_weight_tau_s))
         base = weight if weight is not None else (0.0, 0.0, 0.0)
         contact_force = {}
-        for side, fw_ok, fw in (("sim", p.world_sim_ok, world_sim), ("real", p.world_real_ok, p.world_real_l)):
+        for side, fw_ok, fw in (("sim", world_sim_ok, world_sim), ("real", world_real_ok, world_real_l)):
             if fw_ok:
                 fn = _norm3(_sub3(fw, base))
                 contact_force[side] = fn
@@ -2352,9 +2392,8 @@ class DivergenceEngine:
 
         # object creeping away from where the sim has it (relative velocity of the error)
         obj_speed = float("nan")
-        sim_obj_speed = p.sim_obj_speed
         if math.isfinite(obj_err):
-            err_vec = p.obj_err_l
+            err_vec = obj_err_l
             self._obj_hist.append((t, err_vec))
             lag_ns = int(cfg.object_velocity_window_s * 1e9)
             while len(self._obj_hist) > 1 and self._obj_hist[1][0] <= t - lag_ns:
@@ -2375,26 +2414,26 @@ class DivergenceEngine:
         # smoothed residual magnitudes
         alpha = min(1.0, dt_s / cfg.smooth_tau_s)  # of every smoothed residual
         if joints_valid:
-            self._res_sq = _smooth_list(self._res_sq, p.q_sq_l, alpha)
-            self._eff_sq = _smooth_list(self._eff_sq, p.eff_sq_l, alpha)
+            self._res_sq = _smooth_list(self._res_sq, q_sq_l, alpha)
+            self._eff_sq = _smooth_list(self._eff_sq, eff_sq_l, alpha)
         joint_residual = math.sqrt(_max_list(self._res_sq)) if self._res_sq is not None else 0.0
         effort_residual = math.sqrt(_max_list(self._eff_sq)) if self._eff_sq is not None else 0.0
 
         # smoothed wrench residuals (an F/T bias shows as a force the joints do not feel)
         torque_res_vec = _NAN3
         if wrench_valid:
-            torque_res_vec = p.torque_res
-            self._force_res = _ema3(self._force_res, p.raw_force_l, alpha)
-            self._torque_res = _ema3(self._torque_res, p.torque_res_l, alpha)
+            torque_res_vec = torque_res
+            self._force_res = _ema3(self._force_res, raw_force_l, alpha)
+            self._torque_res = _ema3(self._torque_res, torque_res_l, alpha)
 
         # stalled joints
         stalled: tuple[str, ...] = ()
         if joints_valid and self._stall_s is not None and (
-                p.stalling_any or self._stall_any or cfg.attribution.stall_min_s <= 0):
+                stalling_any or self._stall_any or cfg.attribution.stall_min_s <= 0):
             # (Nothing stalling and no stall time: the update below leaves all zeros.)
             # A stalled joint stays stalled until it moves again (the sim may pass by it).
-            latched = (self._stall_s >= cfg.attribution.stall_min_s) & p.slow_real
-            self._stall_s = np.where(p.stalling | latched, self._stall_s + dt_s, 0.0)
+            latched = (self._stall_s >= cfg.attribution.stall_min_s) & slow_real
+            self._stall_s = np.where(stalling | latched, self._stall_s + dt_s, 0.0)
             names = self.joint_names or ()
             stalled = tuple(names[i] for i in np.flatnonzero(self._stall_s > 0).tolist())
             self._stall_any = bool(stalled)
@@ -2412,15 +2451,18 @@ class DivergenceEngine:
 
         # health: every pathology of the real streams; of the sim's, only a lost stream
         # (its silence would otherwise starve the residuals without a word).
-        other_moving = p.moving
+        other_moving = moving
         flags = []
         now_ns = self._last_tick_ns
         for stream, topic, h, twin, sibling, dropout_only in self._health_order:
             if h.sample_count == 0:
                 continue
             # (positional: other_moving, now_ns, twin, siblings, dropout_only)
-            for fl in h.flags(t, other_moving.get(topic, True), now_ns, twin if twin.sample_count else None,
-                              (sibling,) if sibling.sample_count else (), dropout_only):
+            stream_flags = h.flags(t, other_moving.get(topic, True), now_ns, twin if twin.sample_count else None,
+                                   (sibling,) if sibling.sample_count else (), dropout_only)
+            if stream_flags is ALL_INACTIVE:
+                continue
+            for fl in stream_flags:
                 if fl.active:  # attribution reads the active flags only
                     flags.append(HealthFlag(fl.name, True, fl.severity, {"stream": stream, **fl.evidence}))
 
@@ -2445,8 +2487,8 @@ class DivergenceEngine:
         feats.sim_contact = self._contact["sim"]
         feats.sim_contact_recent = bool(sim_contact_recent)
         feats.real_contact = self._contact["real"]
-        feats.sim_tip_velocity_m_s = p.tip_sim
-        feats.real_tip_velocity_m_s = p.tip_real
+        feats.sim_tip_velocity_m_s = tip_sim
+        feats.real_tip_velocity_m_s = tip_real
         feats.ee_error_m = ee_err_norm
         feats.object_error_m = obj_err
         feats.object_tool_error_m = obj_tool_err
@@ -2462,7 +2504,7 @@ class DivergenceEngine:
         feats.sensor_flags = flags
         feats.since_untrusted_s = since_untrusted
         feats.since_active_s = {c: (t - ns) * 1e-9 for c, ns in self._last_active_ns.items()}
-        feats.last_kind = dict(self._last_kind)
+        feats.last_kind = self._last_kind  # (read by attribute only, updated after it)
         verdict = attribute(feats, cfg.attribution)
         self._last_attribution_top = verdict.top
         for c, (_, kind, _) in verdict.active.items():
@@ -2476,11 +2518,10 @@ class DivergenceEngine:
             self._pending.events.append(rec)
 
         # ledger and run statistics
-        force_norm = p.force_norm
-        self._ledger.add(t, verdict.top, p.energy)
+        self._ledger.add(t, verdict.top, energy)
         if joints_valid:
-            self._q_abs.append(p.q_abs)
-            self._sums["q_sq"] += p.q_sq_sum
+            self._q_abs.append(q_abs)
+            self._sums["q_sq"] += q_sq_sum
             self._sums["q_n"] += q_res.size
             if len(self._calib_sim) < 200_000:
                 # Views: the rows are never written after (a plan block's or this tick's sample).
@@ -2506,30 +2547,29 @@ class DivergenceEngine:
                 self._pending.contacts.append(ContactRecord(
                     stamp_ns=t, sim_force_n=sim_w[:3], sim_torque_nm=sim_w[3:],
                     real_force_n=real_w[:3], real_torque_nm=real_w[3:],
-                    residual_force_n=p.contact_force_res, residual_torque_nm=torque_res_vec,
-                    force_residual_norm_n=p.contact_force_norm,
-                    torque_residual_norm_nm=p.torque_norm,
+                    residual_force_n=contact_force_res, residual_torque_nm=torque_res_vec,
+                    force_residual_norm_n=contact_force_norm,
+                    torque_residual_norm_nm=torque_norm,
                     sim_contact_phase=PHASE_CONTACT if self._contact["sim"] else PHASE_FREE,
                     real_contact_phase=PHASE_CONTACT if self._contact["real"] else PHASE_FREE,
                 ))
         if self._next_pose_ns is None or t >= self._next_pose_ns:
             self._next_pose_ns = t + int(round(1e9 / cfg.pose_rate_hz))
-            if p.ee_both:
-                has_obj = p.obj_both
-                obj_sim, obj_real, ee_sim, ee_real = p.obj_sim, p.obj_real, p.ee_sim, p.ee_real
+            if ee_both:
+                has_obj = obj_both
                 # Object fields given when known (their defaults would be made, then replaced).
                 object_fields = {} if not has_obj else {
                     "sim_object_position_m": obj_sim[:3], "sim_object_orientation_wxyz": obj_sim[3:],
                     "real_object_position_m": obj_real[:3], "real_object_orientation_wxyz": obj_real[3:],
                     "object_position_error_norm_m": obj_err,
-                    "object_orientation_error_rad": (p.obj_angle if p.obj_angle is not None
+                    "object_orientation_error_rad": (obj_angle if obj_angle is not None
                                                      else _quat_angle(obj_real[3:], obj_sim[3:])),
                 }
                 self._pending.poses.append(PoseDivergenceRecord(
                     stamp_ns=t, sim_ee_position_m=ee_sim[:3], sim_ee_orientation_wxyz=ee_sim[3:],
                     real_ee_position_m=ee_real[:3], real_ee_orientation_wxyz=ee_real[3:],
                     ee_position_error_m=ee_err, ee_position_error_norm_m=ee_err_norm,
-                    ee_orientation_error_rad=(p.ee_angle if p.ee_angle is not None
+                    ee_orientation_error_rad=(ee_angle if ee_angle is not None
                                               else _quat_angle(ee_real[3:], ee_sim[3:])),
                     has_object=has_obj, **object_fields,
                 ))

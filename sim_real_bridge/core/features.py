@@ -116,6 +116,10 @@ _INACTIVE_NONFINITE = _inactive("nonfinite")
 _INACTIVE_FROZEN = _inactive("frozen")
 _INACTIVE_STAMP_JITTER = _inactive("stamp_jitter")
 _INACTIVE_SATURATION = _inactive("saturation")
+#: What :meth:`StreamHealth.flags` returns when no detector is active (the usual grid
+#: time): the caller tells it by identity and skips the five flags.
+ALL_INACTIVE: tuple["HealthFlag", ...] = (_INACTIVE_DROPOUT, _INACTIVE_NONFINITE, _INACTIVE_FROZEN,
+                                         _INACTIVE_STAMP_JITTER, _INACTIVE_SATURATION)
 
 
 def _median(values: Iterable[float]) -> float:
@@ -399,9 +403,9 @@ class StreamHealth:
     def flags(
         self, t_ns: int, other_moving: bool = True, now_ns: int | None = None, twin: "StreamHealth | None" = None,
         siblings: "Sequence[StreamHealth]" = (), dropout_only: bool = False,
-    ) -> list[HealthFlag]:
+    ) -> Sequence[HealthFlag]:
         """Return the flags of every detector at analysis time t_ns (only dropout's with
-        ``dropout_only``).
+        ``dropout_only``); :data:`ALL_INACTIVE` itself when none is active.
 
         Args:
             t_ns: analysis time on the monitor time base.
@@ -455,6 +459,9 @@ class StreamHealth:
         # whatever the interval count (the rules below, without counting).
         if (planned is not None and period is not None and not planned[2]
                 and planned[1] / period <= cfg.jitter_mad_ratio):
+            if (dropout is _INACTIVE_DROPOUT and nonfinite is _INACTIVE_NONFINITE and frozen is _INACTIVE_FROZEN
+                    and saturation is _INACTIVE_SATURATION):
+                return ALL_INACTIVE
             return [dropout, nonfinite, frozen, _INACTIVE_STAMP_JITTER, saturation]
         jitter = _INACTIVE_STAMP_JITTER
         # (moving pending rows for _jitter_stats below leaves the count as it is)

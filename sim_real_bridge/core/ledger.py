@@ -59,6 +59,8 @@ class ResidualLedger:
             raise ConfigError(f"ledger window_s must be > 0, got {window_s}")
         self.categories = tuple(categories)
         self.window_s = window_s
+        self._window_ns = int(window_s * 1e9)
+        self._keys = frozenset(self.categories) | {UNEXPLAINED}
         self._run: Counter = Counter()
         self._window: deque[tuple[int, str, float]] = deque()
         self._window_sum: Counter = Counter()
@@ -68,15 +70,16 @@ class ResidualLedger:
         """Book one tick's energy under category (None or "none" = unexplained)."""
         if not math.isfinite(energy) or energy < 0:
             return
-        key = UNEXPLAINED if category in (None, "none") else category
-        if key != UNEXPLAINED and key not in self.categories:
+        key = UNEXPLAINED if category is None or category == "none" else category
+        if key not in self._keys:
             raise ConfigError(f"unknown ledger category {key!r}")
         self._run[key] += energy
-        self._window.append((t_ns, key, energy))
+        window = self._window
+        window.append((t_ns, key, energy))
         self._window_sum[key] += energy
-        horizon = t_ns - int(self.window_s * 1e9)
-        while self._window and self._window[0][0] < horizon:
-            _, k, e = self._window.popleft()
+        horizon = t_ns - self._window_ns
+        while window[0][0] < horizon:  # (never empties: the entry just added is not older)
+            _, k, e = window.popleft()
             self._window_sum[k] -= e
 
     def count_event(self, category: str) -> None:
