@@ -224,6 +224,8 @@ def test_grid_wide_analysis_serves_the_column_path_and_equals_the_per_tick_path(
     plan = engine._grid_plan
     assert plan is not None and rows.engine._grid_plan is None
     assert plan.served >= 0.9 * engine.analysis_count
+    ready = engine._ticks.ready_ns  # the readiness of recent grid times, per tick
+    assert ready is not None and sum(r is not None for r in ready) >= 0.9 * len(ready)
     assert plan.fits_served >= 0.9 * plan.fits_planned > 50
     planned = [p for p in engine._planned if p.health is not None]
     assert planned and all(p.rows is not None for p in planned)

@@ -395,6 +395,10 @@ class _TickPlan:
     clocks: list[tuple["_ClockMap", "_ClockPlan"]]
     other: dict[int, list["_PlannedStream"]]  # tick -> the streams it feeds as any feed: commands, refusals
     fed: int = -1  # every stream is fed exactly through this tick (-1: not so)
+    # Per tick: the newest time every joint and wrench stream seen has reached (None: no
+    # stream seen), for the joint series of ``joints`` (see DivergenceEngine.tick).
+    ready_ns: list[int | None] | None = None
+    joints: dict[str, "_Series"] | None = None
 
 
 # --------------------------------------------------------------------------- helpers
@@ -1969,7 +1973,28 @@ class DivergenceEngine:
             if health and p.column.side != "sim":
                 plan_jitter(p.health, np.asarray(p.column.stamp_ns, dtype=np.int64),  # type: ignore[arg-type]
                             np.concatenate((counts, [p.recv.size])))
+        self._plan_ready(plan)
         self._ticks = plan
+
+    def _plan_ready(self, plan: _TickPlan) -> None:
+        """Per tick, what :meth:`_ready` compares a recent grid time with: the newest time
+        of every joint and wrench stream seen (those with rows visible), when all four
+        series move with the ticks (``plan.reveal``)."""
+        if self.joint_names is None:
+            return
+        revealed = {id(series): cuts for series, cuts in plan.reveal}
+        newest = None
+        for side in SIDES:
+            for series in (self._joints[side], self._wrench[side]):
+                cuts = revealed.get(id(series))
+                if cuts is None:
+                    return
+                n = np.asarray(cuts, dtype=np.int64)
+                t = np.where(n > 0, series._buf_t[np.maximum(n - 1, 0)], np.iinfo(np.int64).max)
+                newest = t if newest is None else np.minimum(newest, t)
+        big = int(np.iinfo(np.int64).max)
+        plan.ready_ns = [None if t == big else t for t in newest.tolist()]  # type: ignore[union-attr]
+        plan.joints = self._joints
 
     @property
     def next_grid_ns(self) -> int | None:
@@ -2106,16 +2131,24 @@ class DivergenceEngine:
                 self._next_t_ns = -(-(now_ns - backlog_ns) // self._dt_ns) * self._dt_ns
             horizon_ns = int(cfg.horizon_s * 1e9)
             streams: list[tuple[_Series, StreamHealth]] | None = None  # built only when a grid time is due
+            # At a planned tick fed in order, _ready's test of a recent grid time was computed for it.
+            ticks = self._ticks
+            ready_ns = (ticks.ready_ns[ticks.fed] if ticks is not None and ticks.fed >= 0 and ticks.ready_ns is not None
+                        and ticks.joints is joints else None)
             analysed = False
             # Infinite inputs (flagged and counted at intake) make inf - inf: NaN by design,
             # kept out of the residuals by the validity masks, not a warning on stderr.
             with np.errstate(invalid="ignore"):
                 while self._next_t_ns <= now_ns:
                     t = self._next_t_ns
-                    if streams is None:
-                        streams = self._streams_seen()
-                    if not self._ready(t, now_ns, horizon_ns, backlog_ns, streams):
-                        break
+                    if ready_ns is not None and t > now_ns - horizon_ns:
+                        if t > ready_ns:
+                            break
+                    else:
+                        if streams is None:
+                            streams = self._streams_seen()
+                        if not self._ready(t, now_ns, horizon_ns, backlog_ns, streams):
+                            break
                     # Advance first: an analysis cut short (Ctrl-C lands anywhere) is never repeated.
                     self._next_t_ns = t + self._dt_ns
                     analysed = True
