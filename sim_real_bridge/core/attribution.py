@@ -264,10 +264,12 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
 
     # 1. sensor
     worst: HealthFlag | None = None
-    for flag in f.sensor_flags:
-        if flag.active and (worst is None or flag.severity > worst.severity):
-            worst = flag
-    untrusted = any(fl.active and fl.name in _UNTRUSTED_SENSOR_KINDS for fl in f.sensor_flags)
+    untrusted = False
+    for flag in f.sensor_flags:  # (mostly none)
+        if flag.active:
+            if worst is None or flag.severity > worst.severity:
+                worst = flag
+            untrusted = untrusted or flag.name in _UNTRUSTED_SENSOR_KINDS
     if worst is not None:
         scores["sensor"] = max(cfg.active_score, min(1.0, 0.5 + 0.5 * worst.severity))
         kinds["sensor"] = worst.name
