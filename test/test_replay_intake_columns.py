@@ -146,3 +146,19 @@ def test_report_series_hold_every_record_at_the_engine_s_seconds() -> None:
     assert np.array_equal(data.joints.effort_nm, [r.effort_residual for r in joints], equal_nan=True)
     assert data.contact.force_residual_n.tolist() == [r.force_residual_norm_n for r in contacts]
     assert np.array_equal(data.pose.orientation_error_rad, [r.ee_orientation_error_rad for r in poses], equal_nan=True)
+
+
+def test_side_by_side_is_concatenate_along_columns() -> None:
+    from sim_real_bridge.offline.replay_engine import _side_by_side
+
+    rng = np.random.default_rng(5)
+    for rows in (0, 1, 1000):
+        blocks = [rng.normal(size=(rows, 7)), np.full((rows, 7), np.nan), rng.normal(size=(rows, 3))[:, ::-1]]
+        want = np.concatenate(blocks, axis=1)
+        got = _side_by_side(blocks)
+        assert got.dtype == want.dtype and got.flags.c_contiguous
+        assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
+    mixed = [np.ones((4, 2), dtype=np.float32), np.arange(8).reshape(4, 2)]
+    assert _side_by_side(mixed).dtype == np.concatenate(mixed, axis=1).dtype
+    with pytest.raises(ValueError):
+        _side_by_side([np.zeros((3, 2)), np.zeros((4, 2))])

@@ -402,6 +402,18 @@ def _refuse(codes: np.ndarray, rows: np.ndarray | None, code: int) -> None:
         codes[rows & (codes == _OK)] = code
 
 
+def _side_by_side(blocks: Sequence[Any]) -> np.ndarray:
+    """``np.concatenate(blocks, axis=1)`` of (n, k) blocks, copied column by column
+    (concatenate copies narrow rows one at a time: twice the time on 7-joint states)."""
+    arrays = [np.asarray(b) for b in blocks]
+    out = np.empty((arrays[0].shape[0], sum(a.shape[1] for a in arrays)), dtype=np.result_type(*arrays))
+    col = 0
+    for a in arrays:
+        out.T[col:col + a.shape[1]] = a.T
+        col += a.shape[1]
+    return out
+
+
 def _plan_columns(engine: DivergenceEngine, config: intake.IntakeConfig, streams: Sequence[Stream],
                   order: np.ndarray, sizes: list[int],
                   topic_names: Mapping[tuple[str, str], str]) -> dict[str, dict[str, int]] | None:
@@ -435,14 +447,14 @@ def _plan_columns(engine: DivergenceEngine, config: intake.IntakeConfig, streams
                 known = known or tuple(str(x) for x in names)
             if reason:
                 return None  # every row refused: rare, left to the row-by-row path
-            values = np.concatenate([stream.position, stream.velocity, stream.effort], axis=1)
+            values = _side_by_side([stream.position, stream.velocity, stream.effort])
             width_q, width_qd = np.shape(stream.position)[1], np.shape(stream.velocity)[1]
             flagged = _joint_non_finite(values, (width_q, width_q + width_qd))
         elif isinstance(stream, WrenchStream):
             name, topic_key = "wrench", (stream.side, "wrench")
             _refuse(codes, _frame_mismatch(stream.frame_ids, config.expected_frames.get("wrench", ""), recv.size),
                     _FRAME)
-            values = np.concatenate([stream.force_n, stream.torque_nm], axis=1)
+            values = _side_by_side([stream.force_n, stream.torque_nm])
             flagged = _non_finite(values)
         elif isinstance(stream, PoseStream):
             name, topic_key = stream.stream, (stream.side, stream.stream)
