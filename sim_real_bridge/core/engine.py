@@ -851,7 +851,8 @@ class _ClockMap:
             if min(500, plan.fed) <= 2:
                 return 0.0
             planned = plan.spreads.get(plan.fed)
-            if planned is None and plan.fed >= 500 and plan.tick_fed is not None and plan.replans < 8:
+            if planned is None and plan.fed >= 500 and plan.tick_fed is not None and (
+                    plan.fed > plan.spreads_end or plan.replans < 8):
                 planned = plan.plan_spreads(plan.fed)
             if planned is not None:
                 self._spread_cache = planned
@@ -885,8 +886,10 @@ class _ClockPlan:
     tick_offsets: list[int] | None = None
     tick_recv: list[int] | None = None
     # Rows fed -> the spread (s) of the delays so far, where a map read once per tick of
-    # plan_ticks refreshes it (see plan_spreads), and how often they were planned.
+    # plan_ticks refreshes it (see plan_spreads); the last of them; how often a read off
+    # that schedule planned them again.
     spreads: dict[int, float] = field(default_factory=dict)
+    spreads_end: int = -1
     replans: int = 0
 
     def delays_f_all(self) -> np.ndarray:
@@ -903,21 +906,25 @@ class _ClockPlan:
         self.tick_offsets = self.offsets[last].tolist()
         self.tick_recv = self.recv[last].tolist()
 
-    def plan_spreads(self, fed_now: int) -> float:
-        """The spread at ``fed_now`` rows, and the ones :attr:`_ClockMap.spread_s` will
-        refresh after it if read once per tick from now on (kept in :attr:`spreads`),
-        all at once: for each window of 500 delays, :func:`_std`'s float operations (each
-        window is reduced along contiguous memory, pairwise as a 1-D array is). A read
-        off that schedule finds no entry: it plans again from there (a few times), then
-        computes its own."""
+    def plan_spreads(self, fed_now: int, batch: int = 64) -> float:
+        """The spread at ``fed_now`` rows, and the next ones :attr:`_ClockMap.spread_s`
+        will refresh after it if read once per tick from now on (up to ``batch`` in all,
+        kept in :attr:`spreads`), at once: for each window of 500 delays, :func:`_std`'s
+        float operations (each window is reduced along contiguous memory, pairwise as a
+        1-D array is). A read off that schedule finds no entry: it plans again from there
+        (a few times), then computes its own."""
         window = 500
-        self.replans += 1
+        if fed_now <= self.spreads_end:
+            self.replans += 1
         due = [fed_now]
         spread_at = fed_now
         for fed in self.tick_fed[bisect_right(self.tick_fed, fed_now):]:  # type: ignore[index]
+            if len(due) == batch:
+                break
             if fed - spread_at >= 100:  # spread_s's refresh rule
                 due.append(fed)
                 spread_at = fed
+        self.spreads_end = due[-1]
         ends = np.asarray(due, dtype=np.int64)
         rows = np.lib.stride_tricks.sliding_window_view(self.delays_f_all(), window)[ends - window]
         dev = rows - (np.add.reduce(rows, axis=1) / window)[:, None]
