@@ -1605,6 +1605,40 @@ def _fits(real: np.ndarray, sim: np.ndarray, delays: np.ndarray,
 
 
 # --------------------------------------------------------------------------- engine
+@dataclass(frozen=True, slots=True)
+class _AnalysisConstants:
+    """What the analysis at every grid time derives from the (fixed) config, derived once."""
+
+    dt_s: float
+    smooth_alpha: float  # of the smoothed residuals
+    weight_alpha: float  # of the tool weight
+    contact_force_n: float
+    contact_release_n: float
+    contact_recent_ns: float
+    object_lag_ns: int
+    object_error_m: float
+    fit_period_ns: float
+    unexplained_residual_rad: float
+    dynamics_min_explained: float
+    contact_period_ns: int
+    pose_period_ns: int
+
+    @classmethod
+    def of(cls, cfg: EngineConfig, dt_ns: int) -> "_AnalysisConstants":
+        dt_s = dt_ns * 1e-9
+        return cls(
+            dt_s=dt_s, smooth_alpha=min(1.0, dt_s / cfg.smooth_tau_s),
+            weight_alpha=min(1.0, dt_s / cfg.tool_weight_tau_s),
+            contact_force_n=cfg.contact_force_n, contact_release_n=cfg.contact_release_n,
+            contact_recent_ns=cfg.attribution.contact_recent_s * 1e9,
+            object_lag_ns=int(cfg.object_velocity_window_s * 1e9), object_error_m=cfg.attribution.object_error_m,
+            fit_period_ns=cfg.fit_period_s * 1e9,
+            unexplained_residual_rad=cfg.attribution.unexplained_residual_rad,
+            dynamics_min_explained=cfg.attribution.dynamics_min_explained,
+            contact_period_ns=int(round(1e9 / cfg.contact_rate_hz)), pose_period_ns=int(round(1e9 / cfg.pose_rate_hz)),
+        )
+
+
 class DivergenceEngine:
     """Streams in, divergence records and events out; see the module docstring.
 
@@ -1666,6 +1700,7 @@ class DivergenceEngine:
         self._tool_weight: dict[str, tuple[float, float, float] | None] = {"world": None, "sensor": None}
         self._last_t_ns: int | None = None
         self._contact = {s: False for s in SIDES}
+        self._constants: _AnalysisConstants | None = None  # made at the first analysis
         self._sim_contact_last_ns: int | None = None
         self._stall_s: np.ndarray | None = None
         self._stall_any = False  # whether any _stall_s is above 0
@@ -2356,9 +2391,12 @@ class DivergenceEngine:
 
     def _analyse(self, t: int) -> None:
         cfg = self.config
+        k = self._constants
+        if k is None:
+            k = self._constants = _AnalysisConstants.of(cfg, self._dt_ns)
         self.analysis_count += 1
         j = len(self.joint_names or ())
-        dt_s = self._dt_ns * 1e-9
+        dt_s = k.dt_s
         row = self._grid_plan.at(t, self) if self._grid_plan is not None else None
         p = None
         if row is None:
@@ -2412,22 +2450,23 @@ class DivergenceEngine:
         if world_sim_ok:
             if weight is None:
                 weight = self._tool_weight[frame] = tuple(world_sim)
-            elif _norm3(_sub3(world_sim, weight)) < cfg.contact_release_n:
-                weight = self._tool_weight[frame] = _ema3(weight, world_sim, min(1.0, dt_s / cfg.tool_weight_tau_s))
+            elif _norm3(_sub3(world_sim, weight)) < k.contact_release_n:
+                weight = self._tool_weight[frame] = _ema3(weight, world_sim, k.weight_alpha)
         base = weight if weight is not None else (0.0, 0.0, 0.0)
-        contact_force = {}
-        for side, fw_ok, fw in (("sim", world_sim_ok, world_sim), ("real", world_real_ok, world_real_l)):
-            if fw_ok:
-                fn = _norm3(_sub3(fw, base))
-                contact_force[side] = fn
-                if self._contact[side]:
-                    self._contact[side] = fn > cfg.contact_release_n
-                else:
-                    self._contact[side] = fn > cfg.contact_force_n
-        if self._contact["sim"]:
+        contact = self._contact
+        sim_force_n = 0.0
+        if world_sim_ok:
+            sim_force_n = _norm3(_sub3(world_sim, base))
+            contact["sim"] = sim_force_n > (k.contact_release_n if contact["sim"] else k.contact_force_n)
+        if world_real_ok:
+            real_force_n = _norm3(_sub3(world_real_l, base))
+            contact["real"] = real_force_n > (k.contact_release_n if contact["real"] else k.contact_force_n)
+        sim_contact = contact["sim"]
+        real_contact = contact["real"]
+        if sim_contact:
             self._sim_contact_last_ns = t
         sim_contact_recent = self._sim_contact_last_ns is not None and (
-            t - self._sim_contact_last_ns <= cfg.attribution.contact_recent_s * 1e9
+            t - self._sim_contact_last_ns <= k.contact_recent_ns
         )
 
         # object creeping away from where the sim has it (relative velocity of the error)
@@ -2435,14 +2474,14 @@ class DivergenceEngine:
         if math.isfinite(obj_err):
             err_vec = obj_err_l
             self._obj_hist.append((t, err_vec))
-            lag_ns = int(cfg.object_velocity_window_s * 1e9)
+            lag_ns = k.object_lag_ns
             while len(self._obj_hist) > 1 and self._obj_hist[1][0] <= t - lag_ns:
                 self._obj_hist.popleft()
             t_old, e_old = self._obj_hist[0]
             if t - t_old >= lag_ns // 2:
                 obj_speed = _norm3(_sub3(err_vec, e_old)) / ((t - t_old) * 1e-9)
             # How far the object wandered on its own (nothing the sim models touching it).
-            if obj_err < cfg.attribution.object_error_m:
+            if obj_err < k.object_error_m:
                 self._obj_free_drift_m = 0.0
             elif not sim_contact_recent and self._obj_last_err is not None:
                 self._obj_free_drift_m += _norm3(_sub3(err_vec, self._obj_last_err))
@@ -2452,7 +2491,7 @@ class DivergenceEngine:
             self._obj_last_err = None
 
         # smoothed residual magnitudes
-        alpha = min(1.0, dt_s / cfg.smooth_tau_s)  # of every smoothed residual
+        alpha = k.smooth_alpha  # of every smoothed residual
         if joints_valid:
             self._res_sq = _smooth_list(self._res_sq, q_sq_l, alpha)
             self._eff_sq = _smooth_list(self._eff_sq, eff_sq_l, alpha)
@@ -2480,11 +2519,11 @@ class DivergenceEngine:
         stall_s = float(np.max(self._stall_s)) if self._stall_s is not None and stalled else 0.0
 
         # delay/gain/offset fit
-        if joints_valid and (self._last_fit_ns is None or t - self._last_fit_ns >= cfg.fit_period_s * 1e9):
+        if joints_valid and (self._last_fit_ns is None or t - self._last_fit_ns >= k.fit_period_ns):
             self._last_fit_ns = t
             self._fit = self._fit_delay(t)
-        if (self._fit is not None and joint_residual > cfg.attribution.unexplained_residual_rad
-                and self._fit.explained < cfg.attribution.dynamics_min_explained):
+        if (self._fit is not None and joint_residual > k.unexplained_residual_rad
+                and self._fit.explained < k.dynamics_min_explained):
             self._unexplained_s += dt_s
         else:
             self._unexplained_s = 0.0
@@ -2521,12 +2560,12 @@ class DivergenceEngine:
         feats.effort_residual = effort_residual
         feats.force_residual_n = _norm3(self._force_res)
         feats.torque_residual_nm = _norm3(self._torque_res)
-        feats.sim_force_n = contact_force.get("sim", 0.0)
+        feats.sim_force_n = sim_force_n
         feats.external_force_n = self._force_res
         feats.wrench_valid = wrench_valid
-        feats.sim_contact = self._contact["sim"]
+        feats.sim_contact = sim_contact
         feats.sim_contact_recent = bool(sim_contact_recent)
-        feats.real_contact = self._contact["real"]
+        feats.real_contact = real_contact
         feats.sim_tip_velocity_m_s = tip_sim
         feats.real_tip_velocity_m_s = tip_real
         feats.ee_error_m = ee_err_norm
@@ -2568,13 +2607,13 @@ class DivergenceEngine:
                 self._calib_sim.append(sim_row[:j])
                 self._calib_real.append(real_row[:j])
                 self._calib_t.append(t)
-                self._calib_free.append(not sim_contact_recent and not self._contact["real"])
+                self._calib_free.append(not sim_contact_recent and not real_contact)
         if math.isfinite(ee_err_norm):
             self._ee_err_sq.append(ee_err_norm ** 2)
             self._sums["ee_sq"] += ee_err_norm ** 2
             self._sums["ee_n"] += 1
         if wrench_valid:
-            (self._force_contact if self._contact["sim"] else self._force_free).append(force_norm)
+            (self._force_contact if sim_contact else self._force_free).append(force_norm)
             self._sums["f_sq"] += force_norm ** 2
             self._sums["f_n"] += 1
 
@@ -2582,7 +2621,7 @@ class DivergenceEngine:
         # which are made for this grid time (or are its row of a plan block) and never
         # written after: no copies.
         if self._next_contact_ns is None or t >= self._next_contact_ns:
-            self._next_contact_ns = t + int(round(1e9 / cfg.contact_rate_hz))
+            self._next_contact_ns = t + k.contact_period_ns
             if wrench_valid:
                 self._pending.contacts.append(ContactRecord(
                     stamp_ns=t, sim_force_n=sim_w[:3], sim_torque_nm=sim_w[3:],
@@ -2590,11 +2629,11 @@ class DivergenceEngine:
                     residual_force_n=contact_force_res, residual_torque_nm=torque_res_vec,
                     force_residual_norm_n=contact_force_norm,
                     torque_residual_norm_nm=torque_norm,
-                    sim_contact_phase=PHASE_CONTACT if self._contact["sim"] else PHASE_FREE,
-                    real_contact_phase=PHASE_CONTACT if self._contact["real"] else PHASE_FREE,
+                    sim_contact_phase=PHASE_CONTACT if sim_contact else PHASE_FREE,
+                    real_contact_phase=PHASE_CONTACT if real_contact else PHASE_FREE,
                 ))
         if self._next_pose_ns is None or t >= self._next_pose_ns:
-            self._next_pose_ns = t + int(round(1e9 / cfg.pose_rate_hz))
+            self._next_pose_ns = t + k.pose_period_ns
             if ee_both:
                 has_obj = obj_both
                 # Object fields given when known (their defaults would be made, then replaced).
