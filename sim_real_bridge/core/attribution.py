@@ -319,7 +319,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             thr = cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n
             s = max(_ramp(f.force_residual_n, thr), _ramp(f.torque_residual_nm, cfg.contact_torque_nm))
             slip_recent = (f.last_kind.get("unauthored") == "object_slip"
-                           and f.since_active_s.get("unauthored", float("inf")) <= cfg.object_slip_linger_s)
+                           and f.since_active_s.get("unauthored", math.inf) <= cfg.object_slip_linger_s)
             if s >= cfg.active_score and felt and (slip_recent or f.object_free_drift_m >= cfg.object_drift_m):
                 # the object is not where the sim has it (it slipped): contact differs as a
                 # result; after the slip has stopped this is no new gap, so it is not reported
@@ -387,7 +387,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
 
     # An unauthored divergence (obstacle, stall) leaves the arm loaded or displaced for a
     # while after its evidence fades; that tail is still the unauthored cause.
-    since_unauthored = f.since_active_s.get("unauthored", float("inf"))
+    since_unauthored = f.since_active_s.get("unauthored", math.inf)
     tail = False
     if (scores["unauthored"] < cfg.active_score and since_unauthored <= cfg.unauthored_linger_s
             and not suppressed):

@@ -1431,6 +1431,8 @@ def _smooth_list(prev: list[float] | None, value: list[float], alpha: float) -> 
     if prev is None:
         return value
     keep = 1 - alpha
+    if math.isfinite(sum(value)):  # (the usual: every value finite, one test for all)
+        return [keep * a + alpha * b for a, b in zip(prev, value, strict=True)]
     return [keep * a + alpha * b if math.isfinite(b) else a for a, b in zip(prev, value, strict=True)]
 
 
@@ -2470,7 +2472,7 @@ class DivergenceEngine:
         )
 
         # object creeping away from where the sim has it (relative velocity of the error)
-        obj_speed = float("nan")
+        obj_speed = math.nan
         if math.isfinite(obj_err):
             err_vec = obj_err_l
             self._obj_hist.append((t, err_vec))
@@ -2547,8 +2549,8 @@ class DivergenceEngine:
 
         if flags and any(fl.name in ("dropout", "nonfinite", "frozen", "stamp_jitter") for fl in flags):
             self._last_untrusted_ns = t
-        since_untrusted = (t - self._last_untrusted_ns) * 1e-9 if self._last_untrusted_ns is not None else float("inf")
-        cmd_age = (t - self._last_command_ns) * 1e-9 if self._last_command_ns is not None else float("inf")
+        since_untrusted = (t - self._last_untrusted_ns) * 1e-9 if self._last_untrusted_ns is not None else math.inf
+        cmd_age = (t - self._last_command_ns) * 1e-9 if self._last_command_ns is not None else math.inf
         # One TickFeatures, refilled every grid time (attribution keeps none of it): building
         # it from 30 keywords cost more than the rules that read it.
         feats = self._feats
