@@ -10,7 +10,9 @@ import pytest
 from sim_real_bridge.capture.typestore import build_typestore
 from sim_real_bridge.conversions import cdr
 from sim_real_bridge.conversions import divergence_msgs as convert
-from sim_real_bridge.core.engine import ContactRecord, JointDivergenceRecord, PoseDivergenceRecord
+from sim_real_bridge.core.engine import ContactRecord, JointDivergenceRecord, PoseDivergenceRecord, SummaryRecord
+from sim_real_bridge.core.events import EventRecord
+from sim_real_bridge.core.ledger import CategoryShareRecord
 
 STORE = build_typestore()
 SRB = convert.rosbags_namespace(STORE)
@@ -226,3 +228,37 @@ def test_many_markers_give_each_message_bytes() -> None:
     viz = convert.rosbags_namespace(STORE, "visualization_msgs")
     assert expected[3] == _rosbags(convert.divergence_markers(viz, records[3], opened[3], stamps[3], "world"),
                                    "visualization_msgs/msg/MarkerArray")
+
+
+def _summary_record(rows: int, reasons: int) -> SummaryRecord:
+    categories = ["dynamics", "contact", "sensör", "human", "x"][:rows]
+    ledger = [CategoryShareRecord(category=c, share_run=RNG.random(), share_window=math.nan if i == 1 else 0.25,
+                                  event_count=i) for i, c in enumerate(categories)]
+    return SummaryRecord(
+        stamp_ns=1_700_000_001_234_567_891, elapsed_s=12.5, window_s=10.0, ledger=ledger, unexplained_share_run=0.1,
+        unexplained_share_window=math.inf, joint_position_rms_rad=RNG.random(), ee_position_rms_m=math.nan,
+        force_residual_rms_n=np.float64(0.3), event_count=4, open_event_count=1, rejected_count=7,
+        rejected_by_reason={f"reason_{k}" * (k + 1): k * 3 for k in reversed(range(reasons))}, clock_offset_s=-1e-3,
+        latency_s=0.02,
+        clock_resets=2)
+
+
+@pytest.mark.parametrize(("rows", "reasons"), [(0, 0), (1, 2), (5, 3)])
+def test_divergence_summary_bytes(rows: int, reasons: int) -> None:
+    rec = _summary_record(rows, reasons)
+    key_value = convert.rosbags_namespace(STORE, "diagnostic_msgs").KeyValue
+    expected = _rosbags(convert.divergence_summary_msg(SRB, key_value, rec), "sim_real_bridge/msg/DivergenceSummary")
+    assert cdr.divergence_summary_cdr(rec) == expected
+
+
+@pytest.mark.parametrize(("evidence", "snapshot"), [
+    ({}, ""), ({"b": 0.25, "a": "x", "ünï": "ö" * 3}, "snap/e1.mcap"), ({"k" * 5: "v"}, "abc")])
+def test_gap_event_bytes(evidence: dict, snapshot: str) -> None:
+    for open_, severity in ((True, 0.899795), (False, math.nan)):
+        rec = EventRecord(id="ev0001-dynamics", category="dynamics", kind="gain" if open_ else "", severity=severity,
+                          start_ns=1_700_000_001_220_000_000, end_ns=1_700_000_001_420_000_001, open=open_,
+                          action="open" if open_ else "close", evidence=evidence)
+        key_value = convert.rosbags_namespace(STORE, "diagnostic_msgs").KeyValue
+        expected = _rosbags(convert.gap_event_msg(SRB, key_value, rec, 1_700_000_001_440_000_000, snapshot),
+                            "sim_real_bridge/msg/GapEvent")
+        assert cdr.gap_event_cdr(rec, 1_700_000_001_440_000_000, snapshot) == expected

@@ -548,12 +548,27 @@ class BagWriter:
         writer = self._require_open()
         if not len(topics) == len(stamps_ns) == len(datas):
             raise ValueError(f"{len(topics)} topics, {len(stamps_ns)} stamps and {len(datas)} messages")
+        self._write_ids(writer, self._connection_ids(topics), stamps_ns, datas)
+
+    def write_many_by_index(self, topics: Sequence[str], which: Sequence[int] | np.ndarray, stamps_ns: Sequence[int],
+                            datas: Sequence[bytes | memoryview]) -> None:
+        """:meth:`write_many` of messages given by topic index: message k on ``topics[which[k]]``
+        (no topic looked up per message)."""
+        writer = self._require_open()
+        if not len(which) == len(stamps_ns) == len(datas):
+            raise ValueError(f"{len(which)} topic indexes, {len(stamps_ns)} stamps and {len(datas)} messages")
+        self._write_ids(writer, self._connection_ids(topics)[np.asarray(which, dtype=np.intp)], stamps_ns, datas)
+
+    def _connection_ids(self, topics: Sequence[str]) -> np.ndarray:
         try:
-            ids = [self._connections[topic].id for topic in topics]
+            return np.array([self._connections[topic].id for topic in topics], dtype=np.int64)
         except KeyError as exc:
             raise SnapshotError(f"topic {exc.args[0]} was not added to bag {self.path}") from None
+
+    def _write_ids(self, writer: _Writer, ids: np.ndarray, stamps_ns: Sequence[int] | np.ndarray,
+                   datas: Sequence[bytes | memoryview]) -> None:
         try:
-            writer.write_many(np.asarray(ids, dtype=np.int64), np.asarray(stamps_ns, dtype=np.int64), datas)
+            writer.write_many(ids, np.asarray(stamps_ns, dtype=np.int64), datas)
         except OSError as exc:
             raise SnapshotError(f"cannot write bag {self.path}: {_os_error_text(exc)}") from exc
         self.message_count += len(ids)

@@ -204,6 +204,16 @@ class _Writer:
                 self.mark(mark)
             self.buf += arr.tobytes()
 
+    def doubles(self, *values: float) -> None:
+        """float64 fields in a row, from Python numbers (no numpy array for a few values)."""
+        self.align(8)
+        self.buf += struct.pack(f"<{len(values)}d", *values)
+
+    def time(self, stamp_ns: int) -> None:
+        """A builtin_interfaces/Time."""
+        self.align(4)
+        self.buf += _STAMP.pack(*divmod(int(stamp_ns), 1_000_000_000))
+
     def f32s(self, values: Any, mark: str | None = None) -> None:
         """Fixed-size float32 fields in a row."""
         self.align(4)
@@ -478,6 +488,54 @@ def pose_divergence_cdr(record: Any, frame_id: str = "world", marks: dict[str, l
         objects = list(_ZERO_POSE) * 2 + [math.nan, math.nan]
     out.f64s(objects, "objects")
     return bytes(out.buf)
+
+
+def divergence_summary_cdr(record: Any) -> bytes:
+    """sim_real_bridge/msg/DivergenceSummary of a SummaryRecord, as CDR bytes (the fields
+    :func:`~sim_real_bridge.conversions.divergence_msgs.divergence_summary_msg` sets)."""
+    out = _Writer()
+    out.header(record.stamp_ns, "")
+    out.doubles(float(record.elapsed_s), float(record.window_s))
+    out.u32(len(record.ledger))
+    for row in record.ledger:
+        out.string(row.category)
+        out.doubles(float(row.share_run), float(row.share_window))
+        out.u32(int(row.event_count))
+    out.doubles(float(record.unexplained_share_run), float(record.unexplained_share_window),
+                float(record.joint_position_rms_rad), float(record.ee_position_rms_m),
+                float(record.force_residual_rms_n))
+    out.u32(int(record.event_count))
+    out.u32(int(record.open_event_count))
+    out.u32(int(record.rejected_count))
+    _key_values(out, record.rejected_by_reason)
+    out.doubles(float(record.clock_offset_s), float(record.latency_s))
+    out.u32(int(record.clock_resets))
+    return bytes(out.buf)
+
+
+def gap_event_cdr(record: Any, stamp_ns: int, snapshot: str = "") -> bytes:
+    """sim_real_bridge/msg/GapEvent of an EventRecord, as CDR bytes (the fields
+    :func:`~sim_real_bridge.conversions.divergence_msgs.gap_event_msg` sets)."""
+    out = _Writer()
+    out.header(stamp_ns, "")
+    out.string(record.id)
+    out.string(record.category)
+    out.string(record.kind)
+    out.doubles(float(record.severity))
+    out.time(record.start_ns)
+    out.time(record.end_ns)
+    out.u8(bool(record.open))
+    _key_values(out, record.evidence)
+    out.string(snapshot)
+    return bytes(out.buf)
+
+
+def _key_values(out: _Writer, values: dict[Any, Any]) -> None:
+    """A diagnostic_msgs/KeyValue sequence of a dict, sorted by key, as text."""
+    out.u32(len(values))
+    for key, value in sorted(values.items()):
+        out.string(str(key))
+        out.string(str(value))
 
 
 # visualization_msgs/Marker constants (as divergence_msgs.divergence_markers uses them).
