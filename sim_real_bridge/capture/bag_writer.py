@@ -138,7 +138,12 @@ class _McapStorage(McapWriter):
         pieces[::2] = [heads[i : i + size] for i in range(0, size * count, size)]
         pieces[1::2] = datas
         chunk = self.chunk
-        chunk.bio.write(b"".join(pieces))
+        records = b"".join(pieces)
+        if chunk.bio.tell() == 0:  # the chunk's bytes are these: shared, not copied
+            chunk.bio = BytesIO(records)
+            chunk.bio.seek(0, os.SEEK_END)
+        else:
+            chunk.bio.write(records)
         first, last = int(timestamps.min()), int(timestamps.max())
         chunk.message_start_time = min(first, chunk.message_start_time)
         chunk.message_end_time = max(last, chunk.message_end_time)
@@ -164,10 +169,13 @@ class _McapStorage(McapWriter):
         compressed = self.compressor(self.chunk.bio.getvalue())
         write_string(rec, self.compression)
         write_uint64(rec, len(compressed))
-        rec.write(compressed)
 
+        # write_record of the fields and then the records, without copying the records into it
         chunk_start = self.bio.tell()
-        write_record(self.bio, 0x06, rec)
+        self.bio.write(b"\x06")
+        write_uint64(self.bio, rec.tell() + len(compressed))
+        self.bio.write(rec.getbuffer())
+        self.bio.write(compressed)
         chunk_end = self.bio.tell()
 
         offsets: list[tuple[int, int]] = []
