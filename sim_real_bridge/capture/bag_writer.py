@@ -303,6 +303,15 @@ class _WriterYAML(YAML):
     ruamel's YAML unchanged.
     """
 
+    _plug_ins: list[str] | None = None
+
+    def official_plug_ins(self) -> Any:
+        """ruamel's list of plug-in modules, found once (ruamel globs its package directory
+        for them in every YAML(); rosbags makes one per connection)."""
+        if _WriterYAML._plug_ins is None:
+            _WriterYAML._plug_ins = super().official_plug_ins()
+        return list(_WriterYAML._plug_ins)
+
     def dump(self, data: Any, stream: Any = None, *, transform: Any = None) -> Any:
         """ruamel's ``dump``, or its output without running it (see the class)."""
         writer = getattr(_YAML_HOOK, "writer", None)
