@@ -460,11 +460,12 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
                                         [opened_after[k - 1] if k else [] for k in opened],
                                         [nows[i] for i in marker_ticks], pose_frame_id),
     ]
-    kinds = np.repeat(np.tile(np.arange(len(_DIVERGENCE_KINDS)), n_ticks + 1), counts.ravel())
+    # uint8: numpy's stable argsort of small ints is a radix sort (of int64, a timsort)
+    kinds = np.repeat(np.tile(np.arange(len(_DIVERGENCE_KINDS), dtype=np.uint8), n_ticks + 1), counts.ravel())
     log_times = np.repeat(np.repeat(np.array(nows + [0], dtype=np.int64), len(_DIVERGENCE_KINDS)), counts.ravel())
     log_times[kinds == _SUMMARIES] = [rec.stamp_ns for rec in summaries]
     # Message k is the rank-th of its kind: its place in the payloads joined kind by kind.
-    place = np.empty_like(kinds)
+    place = np.empty(kinds.size, dtype=np.int64)
     place[np.argsort(kinds, kind="stable")] = np.arange(kinds.size)
     joined = list(chain.from_iterable(payloads))
     datas = list(map(joined.__getitem__, place.tolist()))
