@@ -286,7 +286,7 @@ def _joined(records: Sequence[Any], names: tuple[str, ...], width: int) -> np.nd
         else list(map(operator.attrgetter(names[0]), records))
     count = len(arrays)
     try:
-        data = b"".join(arrays)  # TypeError: not a buffer; BufferError: not contiguous
+        data = b"".join(arrays)  # TypeError: not a C-contiguous buffer
         if (len(data) != 8 * width * count or list(map(len, arrays)).count(width) != count
                 or list(map(operator.attrgetter("dtype"), arrays)).count(_LE_F64) != count):
             return None
