@@ -64,6 +64,24 @@ def test_write_many_gives_rosbags_file_byte_for_byte(tmp_path: Path, batches: li
     assert got == sorted(messages, key=lambda m: m[1])
 
 
+def test_write_many_by_index_gives_rosbags_file_byte_for_byte(tmp_path: Path) -> None:
+    messages = _messages(3000, seed=4)
+    order = ["/c", "/a", "/b"]  # not the order the topics were added in
+    with BagWriter(tmp_path / "x.mcap", STORE) as bag:
+        for topic, msgtype in TOPICS.items():
+            bag.add_topic(topic, msgtype)
+        bag.write_many_by_index(order, np.array([order.index(m[0]) for m in messages[:1000]]),
+                                [m[1] for m in messages[:1000]], [m[2] for m in messages[:1000]])
+        bag.write_many_by_index(order, [order.index(m[0]) for m in messages[1000:]], [m[1] for m in messages[1000:]],
+                                [m[2] for m in messages[1000:]])
+        with pytest.raises(SnapshotError, match="topic /z was not added"):
+            bag.write_many_by_index(["/a", "/z"], [0], [T0], [b"\x00\x01\x00\x00"])
+        with pytest.raises(ValueError, match="2 topic indexes, 1 stamps"):
+            bag.write_many_by_index(["/a"], [0, 0], [T0], [b"", b""])
+        assert bag.message_count == 3000
+    assert (tmp_path / "x.mcap").read_bytes() == _rosbags_file(tmp_path, messages)
+
+
 def test_write_many_bag_directory_and_empty_batches(tmp_path: Path) -> None:
     messages = _messages(300, seed=2)
     with BagWriter(tmp_path / "bag", STORE) as bag:

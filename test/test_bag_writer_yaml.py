@@ -52,6 +52,9 @@ def test_writer_yaml_outside_a_writer_is_ruamel() -> None:
         yaml.dump(data, stream)
         assert stream.getvalue() == _ruamel(data)
     assert _ruamel([]) == "[]\n"  # what the writer's shortcut writes
+    first, again = rosbags_writer.YAML(typ="safe"), rosbags_writer.YAML(typ="safe")  # plug-ins found once
+    assert first.official_plug_ins() == again.official_plug_ins() == YAML(typ="safe").official_plug_ins()
+    assert [m.__name__ for m in again.plug_ins] == [m.__name__ for m in YAML(typ="safe").plug_ins]
 
 
 def test_bag_directory_keeps_rosbags_metadata_yaml(tmp_path: Path) -> None:

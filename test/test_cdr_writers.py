@@ -10,7 +10,9 @@ import pytest
 from sim_real_bridge.capture.typestore import build_typestore
 from sim_real_bridge.conversions import cdr
 from sim_real_bridge.conversions import divergence_msgs as convert
-from sim_real_bridge.core.engine import ContactRecord, JointDivergenceRecord, PoseDivergenceRecord
+from sim_real_bridge.core.engine import ContactRecord, JointDivergenceRecord, PoseDivergenceRecord, SummaryRecord
+from sim_real_bridge.core.events import EventRecord
+from sim_real_bridge.core.ledger import CategoryShareRecord
 
 STORE = build_typestore()
 SRB = convert.rosbags_namespace(STORE)
@@ -105,6 +107,82 @@ def test_many_joint_records_give_each_record_bytes() -> None:
     assert cdr.joint_divergence_cdr_many(records, "base") == [cdr.joint_divergence_cdr(r, "base") for r in records]
 
 
+def _one_layout_joint_records(count: int) -> list[JointDivergenceRecord]:
+    """Records as the engine makes them: one names tuple, rows of larger arrays."""
+    names = tuple(f"joint{k}" for k in range(7))
+    values = RNG.normal(size=(3, max(count, 6), 7))
+    values[0, 2, 4], values[2, 5, 0] = np.nan, -np.inf
+    return [JointDivergenceRecord(
+        stamp_ns=1_700_000_000_000_000_000 + i * 20_000_037, names=names, position_residual_rad=values[0, i],
+        velocity_residual_rad_s=values[1, i], effort_residual=values[2, i], clock_offset_s=RNG.normal(),
+        clock_offset_std_s=math.nan if i == 1 else 1e-4, latency_s=0.01 * i, latency_std_s=0.0,
+        latency_compensated=i % 2 == 0) for i in range(count)]
+
+
+@pytest.mark.parametrize("change", ["none", "equal_names", "list_names", "other_names", "int_effort",
+                                    "float32_position", "strided_velocity", "list_velocity", "empty_velocity",
+                                    "longer_effort", "few"])
+def test_many_joint_records_of_one_layout_give_each_record_bytes(change: str) -> None:
+    """The one-template path for records sharing a layout, and every way a record can
+    leave it (the batch then groups record by record or writes them one by one)."""
+    records = _one_layout_joint_records(5 if change == "few" else 30)
+    odd = records[11 % len(records)]
+    if change == "equal_names":
+        odd.names = tuple(list(odd.names))
+    elif change == "list_names":
+        odd.names = list(odd.names)
+    elif change == "other_names":
+        odd.names = odd.names[:6] + ("wrist",)
+    elif change == "int_effort":
+        odd.effort_residual = np.arange(7)
+    elif change == "float32_position":
+        odd.position_residual_rad = odd.position_residual_rad.astype(np.float32)
+    elif change == "strided_velocity":
+        odd.velocity_residual_rad_s = RNG.normal(size=14)[::2]
+    elif change == "list_velocity":
+        odd.velocity_residual_rad_s = [0.5] * 7
+    elif change == "empty_velocity":
+        for rec in records:
+            rec.velocity_residual_rad_s = np.zeros(0)
+    elif change == "longer_effort":
+        odd.effort_residual = RNG.normal(size=8)
+    one_template = change in ("none", "equal_names", "empty_velocity")
+    assert (cdr._joint_batch(records, "base") is not None) == one_template
+    assert cdr.joint_divergence_cdr_many(records, "base") == [cdr.joint_divergence_cdr(r, "base") for r in records]
+
+
+@pytest.mark.parametrize("change", ["none", "float32", "list", "strided", "longer", "int"])
+def test_many_contact_pose_and_marker_records_with_odd_arrays_give_each_record_bytes(change: str) -> None:
+    """Arrays the joined gather refuses take the plain gather: same bytes."""
+    def odd(values: np.ndarray) -> object:
+        if change == "float32":
+            return values.astype(np.float32)
+        if change == "list":
+            return [float(v) for v in values]
+        if change == "strided":
+            return np.repeat(values, 2)[::2]
+        if change == "longer":
+            return np.append(values, 9.0)
+        if change == "int":
+            return np.round(values * 10).astype(np.int64)
+        return values
+
+    contacts = [_contact_record() for _ in range(10)]
+    contacts[3].real_torque_nm = odd(contacts[3].real_torque_nm)
+    assert cdr.contact_residual_cdr_many(contacts, "tool0") == [cdr.contact_residual_cdr(r, "tool0") for r in contacts]
+    poses = [_pose_record(i % 2 == 0) for i in range(10)]
+    poses[4].real_ee_orientation_wxyz = odd(poses[4].real_ee_orientation_wxyz)
+    poses[4].sim_object_position_m = odd(poses[4].sim_object_position_m)
+    poses[7].sim_ee_position_m = odd(poses[7].sim_ee_position_m)
+    assert cdr.pose_divergence_cdr_many(poses, "world") == [cdr.pose_divergence_cdr(r, "world") for r in poses]
+    if change == "longer":  # the single marker writer refuses those
+        return
+    stamps = [1_700_000_000_000_000_000 + i * 100_000_003 for i in range(10)]
+    opened = [[]] * 10
+    assert cdr.divergence_markers_cdr_many(poses, opened, stamps, "world") == [
+        cdr.divergence_markers_cdr(r, c, t, "world") for r, c, t in zip(poses, opened, stamps)]
+
+
 @pytest.mark.parametrize("open_categories", [[], ["contact", "sensor"]])
 def test_divergence_markers_bytes(open_categories: list[str]) -> None:
     rec = PoseDivergenceRecord(
@@ -150,3 +228,37 @@ def test_many_markers_give_each_message_bytes() -> None:
     viz = convert.rosbags_namespace(STORE, "visualization_msgs")
     assert expected[3] == _rosbags(convert.divergence_markers(viz, records[3], opened[3], stamps[3], "world"),
                                    "visualization_msgs/msg/MarkerArray")
+
+
+def _summary_record(rows: int, reasons: int) -> SummaryRecord:
+    categories = ["dynamics", "contact", "sensör", "human", "x"][:rows]
+    ledger = [CategoryShareRecord(category=c, share_run=RNG.random(), share_window=math.nan if i == 1 else 0.25,
+                                  event_count=i) for i, c in enumerate(categories)]
+    return SummaryRecord(
+        stamp_ns=1_700_000_001_234_567_891, elapsed_s=12.5, window_s=10.0, ledger=ledger, unexplained_share_run=0.1,
+        unexplained_share_window=math.inf, joint_position_rms_rad=RNG.random(), ee_position_rms_m=math.nan,
+        force_residual_rms_n=np.float64(0.3), event_count=4, open_event_count=1, rejected_count=7,
+        rejected_by_reason={f"reason_{k}" * (k + 1): k * 3 for k in reversed(range(reasons))}, clock_offset_s=-1e-3,
+        latency_s=0.02,
+        clock_resets=2)
+
+
+@pytest.mark.parametrize(("rows", "reasons"), [(0, 0), (1, 2), (5, 3)])
+def test_divergence_summary_bytes(rows: int, reasons: int) -> None:
+    rec = _summary_record(rows, reasons)
+    key_value = convert.rosbags_namespace(STORE, "diagnostic_msgs").KeyValue
+    expected = _rosbags(convert.divergence_summary_msg(SRB, key_value, rec), "sim_real_bridge/msg/DivergenceSummary")
+    assert cdr.divergence_summary_cdr(rec) == expected
+
+
+@pytest.mark.parametrize(("evidence", "snapshot"), [
+    ({}, ""), ({"b": 0.25, "a": "x", "ünï": "ö" * 3}, "snap/e1.mcap"), ({"k" * 5: "v"}, "abc")])
+def test_gap_event_bytes(evidence: dict, snapshot: str) -> None:
+    for open_, severity in ((True, 0.899795), (False, math.nan)):
+        rec = EventRecord(id="ev0001-dynamics", category="dynamics", kind="gain" if open_ else "", severity=severity,
+                          start_ns=1_700_000_001_220_000_000, end_ns=1_700_000_001_420_000_001, open=open_,
+                          action="open" if open_ else "close", evidence=evidence)
+        key_value = convert.rosbags_namespace(STORE, "diagnostic_msgs").KeyValue
+        expected = _rosbags(convert.gap_event_msg(SRB, key_value, rec, 1_700_000_001_440_000_000, snapshot),
+                            "sim_real_bridge/msg/GapEvent")
+        assert cdr.gap_event_cdr(rec, 1_700_000_001_440_000_000, snapshot) == expected

@@ -138,7 +138,12 @@ class _McapStorage(McapWriter):
         pieces[::2] = [heads[i : i + size] for i in range(0, size * count, size)]
         pieces[1::2] = datas
         chunk = self.chunk
-        chunk.bio.write(b"".join(pieces))
+        records = b"".join(pieces)
+        if chunk.bio.tell() == 0:  # the chunk's bytes are these: shared, not copied
+            chunk.bio = BytesIO(records)
+            chunk.bio.seek(0, os.SEEK_END)
+        else:
+            chunk.bio.write(records)
         first, last = int(timestamps.min()), int(timestamps.max())
         chunk.message_start_time = min(first, chunk.message_start_time)
         chunk.message_end_time = max(last, chunk.message_end_time)
@@ -164,10 +169,13 @@ class _McapStorage(McapWriter):
         compressed = self.compressor(self.chunk.bio.getvalue())
         write_string(rec, self.compression)
         write_uint64(rec, len(compressed))
-        rec.write(compressed)
 
+        # write_record of the fields and then the records, without copying the records into it
         chunk_start = self.bio.tell()
-        write_record(self.bio, 0x06, rec)
+        self.bio.write(b"\x06")
+        write_uint64(self.bio, rec.tell() + len(compressed))
+        self.bio.write(rec.getbuffer())
+        self.bio.write(compressed)
         chunk_end = self.bio.tell()
 
         offsets: list[tuple[int, int]] = []
@@ -294,6 +302,15 @@ class _WriterYAML(YAML):
     written from the template made of ruamel's text that time. Elsewhere this is
     ruamel's YAML unchanged.
     """
+
+    _plug_ins: list[str] | None = None
+
+    def official_plug_ins(self) -> Any:
+        """ruamel's list of plug-in modules, found once (ruamel globs its package directory
+        for them in every YAML(); rosbags makes one per connection)."""
+        if _WriterYAML._plug_ins is None:
+            _WriterYAML._plug_ins = super().official_plug_ins()
+        return list(_WriterYAML._plug_ins)
 
     def dump(self, data: Any, stream: Any = None, *, transform: Any = None) -> Any:
         """ruamel's ``dump``, or its output without running it (see the class)."""
@@ -548,12 +565,27 @@ class BagWriter:
         writer = self._require_open()
         if not len(topics) == len(stamps_ns) == len(datas):
             raise ValueError(f"{len(topics)} topics, {len(stamps_ns)} stamps and {len(datas)} messages")
+        self._write_ids(writer, self._connection_ids(topics), stamps_ns, datas)
+
+    def write_many_by_index(self, topics: Sequence[str], which: Sequence[int] | np.ndarray, stamps_ns: Sequence[int],
+                            datas: Sequence[bytes | memoryview]) -> None:
+        """:meth:`write_many` of messages given by topic index: message k on ``topics[which[k]]``
+        (no topic looked up per message)."""
+        writer = self._require_open()
+        if not len(which) == len(stamps_ns) == len(datas):
+            raise ValueError(f"{len(which)} topic indexes, {len(stamps_ns)} stamps and {len(datas)} messages")
+        self._write_ids(writer, self._connection_ids(topics)[np.asarray(which, dtype=np.intp)], stamps_ns, datas)
+
+    def _connection_ids(self, topics: Sequence[str]) -> np.ndarray:
         try:
-            ids = [self._connections[topic].id for topic in topics]
+            return np.array([self._connections[topic].id for topic in topics], dtype=np.int64)
         except KeyError as exc:
             raise SnapshotError(f"topic {exc.args[0]} was not added to bag {self.path}") from None
+
+    def _write_ids(self, writer: _Writer, ids: np.ndarray, stamps_ns: Sequence[int] | np.ndarray,
+                   datas: Sequence[bytes | memoryview]) -> None:
         try:
-            writer.write_many(np.asarray(ids, dtype=np.int64), np.asarray(stamps_ns, dtype=np.int64), datas)
+            writer.write_many(ids, np.asarray(stamps_ns, dtype=np.int64), datas)
         except OSError as exc:
             raise SnapshotError(f"cannot write bag {self.path}: {_os_error_text(exc)}") from exc
         self.message_count += len(ids)

@@ -14,6 +14,7 @@ Trailing bytes are ignored (rmw buffers may carry padding). Anything unexpected
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import operator
 import struct
@@ -203,6 +204,16 @@ class _Writer:
                 self.mark(mark)
             self.buf += arr.tobytes()
 
+    def doubles(self, *values: float) -> None:
+        """float64 fields in a row, from Python numbers (no numpy array for a few values)."""
+        self.align(8)
+        self.buf += struct.pack(f"<{len(values)}d", *values)
+
+    def time(self, stamp_ns: int) -> None:
+        """A builtin_interfaces/Time."""
+        self.align(4)
+        self.buf += _STAMP.pack(*divmod(int(stamp_ns), 1_000_000_000))
+
     def f32s(self, values: Any, mark: str | None = None) -> None:
         """Fixed-size float32 fields in a row."""
         self.align(4)
@@ -259,9 +270,40 @@ def _rows(values: list[Any]) -> np.ndarray:
     return np.array(values, dtype=float)
 
 
-def _stack(records: Sequence[Any], name: str, width: int) -> np.ndarray:
-    """The first ``width`` values of field ``name`` of every record, (n, width) float64."""
-    return _rows(list(map(operator.attrgetter(name), records)))[:, :width]
+#: The float64 of the messages; a native float64 array equals it on little-endian hosts.
+_LE_F64 = np.dtype("<f8")
+
+
+def _joined(records: Sequence[Any], names: tuple[str, ...], width: int) -> np.ndarray | None:
+    """Fields ``names`` of every record side by side, (n, len(names) * width) float64, when
+    every one is a contiguous float64 array of exactly ``width`` values; else None.
+
+    One join of the arrays' bytes: np.concatenate converts and checks each small array
+    (twice the time for the thousands of rows a replay has). The length, size and dtype
+    checks make the bytes those of np.concatenate (read-only result).
+    """
+    arrays = list(itertools.chain.from_iterable(map(operator.attrgetter(*names), records))) if len(names) > 1 \
+        else list(map(operator.attrgetter(names[0]), records))
+    count = len(arrays)
+    try:
+        data = b"".join(arrays)  # TypeError: not a C-contiguous buffer
+        if (len(data) != 8 * width * count or list(map(len, arrays)).count(width) != count
+                or list(map(operator.attrgetter("dtype"), arrays)).count(_LE_F64) != count):
+            return None
+    except (TypeError, BufferError, AttributeError):
+        return None
+    return np.frombuffer(data, dtype=_LE_F64).reshape(len(records), len(names) * width)
+
+
+def _stack(records: Sequence[Any], names: str | tuple[str, ...], width: int) -> np.ndarray:
+    """The first ``width`` values of fields ``names`` of every record side by side,
+    (n, len(names) * width) float64."""
+    names = (names,) if isinstance(names, str) else names
+    joined = _joined(records, names, width)
+    if joined is not None:
+        return joined
+    return np.hstack([_rows([values[:width] for values in map(operator.attrgetter(name), records)])
+                      for name in names])
 
 
 def _scalars(records: Sequence[Any], *names: str, dtype: Any = float) -> np.ndarray:
@@ -270,7 +312,8 @@ def _scalars(records: Sequence[Any], *names: str, dtype: Any = float) -> np.ndar
     A flat list per field, not a list per record: thousands of small lists would set off
     the garbage collector's full passes over a large heap.
     """
-    return np.column_stack([np.array(list(map(operator.attrgetter(name), records)), dtype=dtype) for name in names])
+    n = len(records)
+    return np.column_stack([np.fromiter(map(operator.attrgetter(name), records), dtype, n) for name in names])
 
 
 def _batch(records: Sequence[Any], write_one: Callable[..., bytes], frame_id: str,
@@ -292,6 +335,11 @@ def _count(values: Any) -> int:
 def joint_divergence_cdr_many(records: Sequence[Any], frame_id: str = "") -> list[bytes]:
     """:func:`joint_divergence_cdr` of many records at once (same bytes): records of one
     layout (joint names and array lengths) are filled into one template with numpy."""
+    # A replay's records normally share one layout (the same names tuple): checked once
+    # for all of them before grouping record by record.
+    whole = _joint_batch(records, frame_id)
+    if whole is not None:
+        return whole
     out: list[bytes | None] = [None] * len(records)
     groups: dict[tuple, list[int]] = {}
     for i, rec in enumerate(records):
@@ -299,25 +347,46 @@ def joint_divergence_cdr_many(records: Sequence[Any], frame_id: str = "") -> lis
                _count(rec.effort_residual))
         groups.setdefault(key, []).append(i)
     for rows in groups.values():
-        picked = [records[i] for i in rows]
-        batch = _batch(picked, joint_divergence_cdr, frame_id)
-        if batch is None:
-            for i in rows:
-                out[i] = joint_divergence_cdr(records[i], frame_id)
-            continue
-        template, marks, stamps = batch
-        n = len(rows)
-        fields = [(marks["stamp"][0], stamps)]
-        for name in ("position_residual_rad", "velocity_residual_rad_s", "effort_residual"):
-            if name in marks:  # empty sequences have no values to fill
-                fields.append((marks[name][0], _f64_bytes(_rows(list(map(operator.attrgetter(name), picked))), n)))
-        fields.append((marks["timing"][0], _f64_bytes(
-            _scalars(picked, "clock_offset_s", "clock_offset_std_s", "latency_s", "latency_std_s"), n)))
-        fields.append((marks["compensated"][0],
-                       np.array([bool(r.latency_compensated) for r in picked], dtype=np.uint8)[:, None]))
-        for i, data in zip(rows, _fill(template, fields), strict=True):
-            out[i] = data
+        data = _joint_batch([records[i] for i in rows], frame_id)
+        if data is None:
+            data = [joint_divergence_cdr(records[i], frame_id) for i in rows]
+        for i, message in zip(rows, data, strict=True):
+            out[i] = message
     return out  # type: ignore[return-value]
+
+
+def _joint_batch(records: Sequence[Any], frame_id: str) -> list[bytes] | None:
+    """:func:`joint_divergence_cdr` of records of one layout (equal names; float64 arrays
+    of the first record's lengths), from one template; None for any other records, too
+    few, or a stamp :func:`_batch` refuses."""
+    if len(records) < _MIN_BATCH:
+        return None
+    names = list(map(operator.attrgetter("names"), records))
+    try:
+        if names.count(names[0]) != len(names):  # identity first: no tuple compared when shared
+            return None
+    except (TypeError, ValueError):  # names that do not compare as a truth value (arrays)
+        return None
+    first = records[0]
+    arrays = {}
+    for name in ("position_residual_rad", "velocity_residual_rad_s", "effort_residual"):
+        arrays[name] = _joined(records, (name,), _count(getattr(first, name)))
+        if arrays[name] is None:
+            return None
+    batch = _batch(records, joint_divergence_cdr, frame_id)
+    if batch is None:
+        return None
+    template, marks, stamps = batch
+    n = len(records)
+    fields = [(marks["stamp"][0], stamps)]
+    for name, values in arrays.items():
+        if name in marks:  # empty sequences have no values to fill
+            fields.append((marks[name][0], _f64_bytes(values, n)))
+    fields.append((marks["timing"][0], _f64_bytes(
+        _scalars(records, "clock_offset_s", "clock_offset_std_s", "latency_s", "latency_std_s"), n)))
+    fields.append((marks["compensated"][0],
+                   np.array([bool(r.latency_compensated) for r in records], dtype=np.uint8)[:, None]))
+    return _fill(template, fields)
 
 
 def joint_divergence_cdr(record: Any, frame_id: str = "", marks: dict[str, list[int]] | None = None) -> bytes:
@@ -347,8 +416,8 @@ def contact_residual_cdr_many(records: Sequence[Any], frame_id: str = "") -> lis
         return [contact_residual_cdr(r, frame_id) for r in records]
     template, marks, stamps = batch
     n = len(records)
-    values = np.hstack([_stack(records, name, 3) for name in _CONTACT_VECTORS] + [
-        _scalars(records, "force_residual_norm_n", "torque_residual_norm_nm")])
+    values = np.hstack([_stack(records, _CONTACT_VECTORS, 3),
+                        _scalars(records, "force_residual_norm_n", "torque_residual_norm_nm")])
     phases = _scalars(records, "sim_contact_phase", "real_contact_phase", dtype=np.int64)
     return _fill(template, [(marks["stamp"][0], stamps), (marks["values"][0], _f64_bytes(values, n)),
                             (marks["phases"][0], (phases & 0xFF).astype(np.uint8))])
@@ -369,8 +438,12 @@ def contact_residual_cdr(record: Any, frame_id: str = "", marks: dict[str, list[
     return bytes(out.buf)
 
 
-def _xyzw(wxyz: np.ndarray) -> np.ndarray:
-    return wxyz[:, [1, 2, 3, 0]]
+#: PoseDivergence's ``ee`` values (sim pose, real pose as x, y, z, qx, qy, qz, qw; the
+#: error vector; its norm and angle) as columns of [3 position fields | 2 wxyz quaternions | 2 scalars].
+_EE_COLUMNS = [0, 1, 2, 10, 11, 12, 9, 3, 4, 5, 14, 15, 16, 13, 6, 7, 8, 17, 18]
+#: Its ``objects`` values (sim pose, real pose, two errors) as columns of
+#: [2 position fields | 2 wxyz quaternions | 2 scalars].
+_OBJECT_COLUMNS = [0, 1, 2, 7, 8, 9, 6, 3, 4, 5, 11, 12, 13, 10, 14, 15]
 
 
 def pose_divergence_cdr_many(records: Sequence[Any], frame_id: str = "world") -> list[bytes]:
@@ -381,19 +454,18 @@ def pose_divergence_cdr_many(records: Sequence[Any], frame_id: str = "world") ->
     template, marks, stamps = batch
     n = len(records)
     ee = np.hstack([
-        _stack(records, "sim_ee_position_m", 3), _xyzw(_stack(records, "sim_ee_orientation_wxyz", 4)),
-        _stack(records, "real_ee_position_m", 3), _xyzw(_stack(records, "real_ee_orientation_wxyz", 4)),
-        _stack(records, "ee_position_error_m", 3),
-        _scalars(records, "ee_position_error_norm_m", "ee_orientation_error_rad")])
+        _stack(records, ("sim_ee_position_m", "real_ee_position_m", "ee_position_error_m"), 3),
+        _stack(records, ("sim_ee_orientation_wxyz", "real_ee_orientation_wxyz"), 4),
+        _scalars(records, "ee_position_error_norm_m", "ee_orientation_error_rad")])[:, _EE_COLUMNS]
     has_object = np.array([bool(r.has_object) for r in records])
     objects = np.empty((n, 16))
     objects[:] = list(_ZERO_POSE) * 2 + [math.nan, math.nan]
     if has_object.any():
         picked = [r for r, has in zip(records, has_object.tolist(), strict=True) if has]
         objects[has_object] = np.hstack([
-            _stack(picked, "sim_object_position_m", 3), _xyzw(_stack(picked, "sim_object_orientation_wxyz", 4)),
-            _stack(picked, "real_object_position_m", 3), _xyzw(_stack(picked, "real_object_orientation_wxyz", 4)),
-            _scalars(picked, "object_position_error_norm_m", "object_orientation_error_rad")])
+            _stack(picked, ("sim_object_position_m", "real_object_position_m"), 3),
+            _stack(picked, ("sim_object_orientation_wxyz", "real_object_orientation_wxyz"), 4),
+            _scalars(picked, "object_position_error_norm_m", "object_orientation_error_rad")])[:, _OBJECT_COLUMNS]
     return _fill(template, [(marks["stamp"][0], stamps), (marks["ee"][0], _f64_bytes(ee, n)),
                             (marks["has_object"][0], has_object.astype(np.uint8)[:, None]),
                             (marks["objects"][0], _f64_bytes(objects, n))])
@@ -416,6 +488,54 @@ def pose_divergence_cdr(record: Any, frame_id: str = "world", marks: dict[str, l
         objects = list(_ZERO_POSE) * 2 + [math.nan, math.nan]
     out.f64s(objects, "objects")
     return bytes(out.buf)
+
+
+def divergence_summary_cdr(record: Any) -> bytes:
+    """sim_real_bridge/msg/DivergenceSummary of a SummaryRecord, as CDR bytes (the fields
+    :func:`~sim_real_bridge.conversions.divergence_msgs.divergence_summary_msg` sets)."""
+    out = _Writer()
+    out.header(record.stamp_ns, "")
+    out.doubles(float(record.elapsed_s), float(record.window_s))
+    out.u32(len(record.ledger))
+    for row in record.ledger:
+        out.string(row.category)
+        out.doubles(float(row.share_run), float(row.share_window))
+        out.u32(int(row.event_count))
+    out.doubles(float(record.unexplained_share_run), float(record.unexplained_share_window),
+                float(record.joint_position_rms_rad), float(record.ee_position_rms_m),
+                float(record.force_residual_rms_n))
+    out.u32(int(record.event_count))
+    out.u32(int(record.open_event_count))
+    out.u32(int(record.rejected_count))
+    _key_values(out, record.rejected_by_reason)
+    out.doubles(float(record.clock_offset_s), float(record.latency_s))
+    out.u32(int(record.clock_resets))
+    return bytes(out.buf)
+
+
+def gap_event_cdr(record: Any, stamp_ns: int, snapshot: str = "") -> bytes:
+    """sim_real_bridge/msg/GapEvent of an EventRecord, as CDR bytes (the fields
+    :func:`~sim_real_bridge.conversions.divergence_msgs.gap_event_msg` sets)."""
+    out = _Writer()
+    out.header(stamp_ns, "")
+    out.string(record.id)
+    out.string(record.category)
+    out.string(record.kind)
+    out.doubles(float(record.severity))
+    out.time(record.start_ns)
+    out.time(record.end_ns)
+    out.u8(bool(record.open))
+    _key_values(out, record.evidence)
+    out.string(snapshot)
+    return bytes(out.buf)
+
+
+def _key_values(out: _Writer, values: dict[Any, Any]) -> None:
+    """A diagnostic_msgs/KeyValue sequence of a dict, sorted by key, as text."""
+    out.u32(len(values))
+    for key, value in sorted(values.items()):
+        out.string(str(key))
+        out.string(str(value))
 
 
 # visualization_msgs/Marker constants (as divergence_msgs.divergence_markers uses them).
@@ -452,6 +572,11 @@ def _marker(out: _Writer, stamp_ns: int, frame_id: str, ns: str, marker_id: int,
 def _marker_text(out: _Writer, text: str) -> None:
     """The rest of a marker begun by :func:`_marker`: its text and the defaults after it."""
     out.string(text)
+    _marker_tail(out)
+
+
+def _marker_tail(out: _Writer) -> None:
+    """A marker's fields after its text, at their defaults."""
     out.string("")  # mesh_resource
     out.string("")  # mesh_file: filename, data
     out.u32(0)
@@ -499,13 +624,16 @@ def divergence_markers_cdr_many(records: Sequence[Any], open_categories: Sequenc
                                 stamps_ns: Sequence[int], frame_id: str = "world") -> list[bytes]:
     """:func:`divergence_markers_cdr` of many (record, open categories, stamp) at once
     (same bytes): everything before the label's text from one template."""
+    from sim_real_bridge.conversions.divergence_msgs import CATEGORY_RGBA
+
     stamps = _stamp_bytes(stamps_ns)
     if len(records) < _MIN_BATCH or stamps is None:
         return [divergence_markers_cdr(r, c, t, frame_id)
                 for r, c, t in zip(records, open_categories, stamps_ns, strict=True)]
     n = len(records)
-    sim_p, real_p = _stack(records, "sim_ee_position_m", 3), _stack(records, "real_ee_position_m", 3)
-    colours = [_markers_colour(c) for c in open_categories]
+    positions = _stack(records, ("sim_ee_position_m", "real_ee_position_m"), 3)
+    sim_p, real_p = positions[:, :3], positions[:, 3:]
+    colours = [CATEGORY_RGBA[c[0] if c else "none"] for c in open_categories]
     marks: dict[str, list[int]] = {}
     head = _Writer(marks=marks)
     _markers_head(head, stamps_ns[0], frame_id, sim_p[0], real_p[0], colours[0])
@@ -513,17 +641,25 @@ def divergence_markers_cdr_many(records: Sequence[Any], open_categories: Sequenc
     fields = [(offset, stamps) for offset in marks["stamp"]] + [
         (marks["sim_ee.position"][0], _f64_bytes(sim_p, n)),
         (marks["real_ee.position"][0], _f64_bytes(real_p, n)),
-        (marks["ee_error.points"][0], _f64_bytes(np.hstack([sim_p, real_p]), n)),
+        (marks["ee_error.points"][0], _f64_bytes(positions, n)),
         (marks["ee_error.colour"][0], colour_bytes),
         (marks["label.position"][0], _f64_bytes(real_p + _LABEL_OFFSET_M, n)),
         (marks["label.colour"][0], colour_bytes)]
+    # The label's text (its length at the 4-aligned end of the template), then the
+    # defaults after it: their padding depends only on where the text ends (modulo 4).
+    text_at = (len(head.buf) - _HEADER + 3) & ~3
+    pad = b"\x00" * (text_at + _HEADER - len(head.buf))
+    tails = []
+    for end in range(4):
+        tail = _Writer(b"\x00" * (_HEADER + end))
+        _marker_tail(tail)
+        tails.append(bytes(tail.buf[_HEADER + end:]))
     out = []
+    pack = _U32.pack
     for data, record, categories in zip(_fill(bytes(head.buf), fields), records, open_categories, strict=True):
-        message = _Writer(data)
-        _marker_text(message, _markers_label(record, categories))
-        out.append(bytes(message.buf))
+        text = _markers_label(record, categories).encode("utf-8") + b"\x00"
+        out.append(b"".join((data, pad, pack(len(text)), text, tails[(text_at + 4 + len(text)) & 3])))
     return out
-
 
 
 _U32 = struct.Struct("<I")

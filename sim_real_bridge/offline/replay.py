@@ -408,90 +408,107 @@ def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world"
     message definitions of the custom types are embedded, so Foxglove, PlotJuggler
     and rosbags open the file.
     """
+    from bisect import bisect_right
+    from itertools import chain
+
     from sim_real_bridge.capture.bag_writer import BagWriter
     from sim_real_bridge.capture.typestore import build_typestore
     from sim_real_bridge.conversions import cdr
-    from sim_real_bridge.conversions import divergence_msgs as convert
     from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN
 
-    store = build_typestore()
-    srb = convert.rosbags_namespace(store)
-    key_value = convert.rosbags_namespace(store, "diagnostic_msgs").KeyValue
-    ser = store.serialize_cdr
-    summary_type, events_type = DIVERGENCE_TOPICS["/divergence/summary"], DIVERGENCE_TOPICS["/divergence/events"]
-    open_categories: dict[str, str] = {}
-    markers_ns = int(markers_period_s * 1e9) if markers_period_s else None
-    next_marker: int | None = None
-    latest_pose = None
-    # What goes out, in order: topics and log times (two flat lists: a tuple per message
-    # would set off the garbage collector's full passes); the high-rate records of a topic
-    # share one layout and are encoded together afterwards (same bytes as record by record).
-    topics: list[str] = []
-    log_times: list[int] = []
-    payloads: dict[str, list[bytes]] = {"/divergence/summary": [], "/divergence/events": []}
-    joints: list[Any] = []
-    poses: list[Any] = []
-    contacts: list[Any] = []
-    markers: tuple[list[Any], list[list[str]], list[int]] = ([], [], [])
+    nows = [now for now, _ in outcome.ticks]
+    outs = [out for _, out in outcome.ticks]
+    n_ticks = len(nows)
     summaries = list(outcome.summaries)
-    s_index = 0
-    next_summary_ns = summaries[0].stamp_ns if summaries else None
-    add_topics, add_times = topics.extend, log_times.extend
-    for now, out in outcome.ticks:
-        while next_summary_ns is not None and next_summary_ns <= now:
-            rec = summaries[s_index]
-            topics.append("/divergence/summary")
-            log_times.append(rec.stamp_ns)
-            payloads["/divergence/summary"].append(ser(convert.divergence_summary_msg(srb, key_value, rec),
-                                                       summary_type))
-            s_index += 1
-            next_summary_ns = summaries[s_index].stamp_ns if s_index < len(summaries) else None
-        # Most ticks have one record of each kind or none: skip the empty ones' list work.
-        if out.joints:
-            add_topics(["/divergence/joints"] * len(out.joints))
-            add_times([now] * len(out.joints))
-            joints.extend(out.joints)
-        if out.poses:
-            add_topics(["/divergence/pose"] * len(out.poses))
-            add_times([now] * len(out.poses))
-            poses.extend(out.poses)
-            latest_pose = out.poses[-1]
-        if out.contacts:
-            add_topics(["/divergence/contact"] * len(out.contacts))
-            add_times([now] * len(out.contacts))
-            contacts.extend(out.contacts)
-        for rec in out.events:
+    # What goes out, in order: at each tick the summaries due by then, its joints, poses,
+    # contacts and events, then a marker (every markers_period_s once there is a pose);
+    # the summaries due after the last tick at the end. Counted per tick (a row) and kind
+    # (a column, in _DIVERGENCE_KINDS order), the topic and log time of every message
+    # follow by np.repeat; each kind is encoded on its own, the high-rate records of a
+    # topic together (same bytes as record by record).
+    counts = np.zeros((n_ticks + 1, len(_DIVERGENCE_KINDS)), dtype=np.int64)
+    per_tick = [list(map(attrgetter(kind), outs)) for kind in ("joints", "poses", "contacts", "events")]
+    for column, lists in zip((_JOINTS, _POSES, _CONTACTS, _EVENTS), per_tick, strict=True):
+        counts[:-1, column] = np.fromiter(map(len, lists), np.int64, n_ticks)
+    joints, poses, contacts, _ = (list(chain.from_iterable(lists)) for lists in per_tick)
+    np.add.at(counts[:, _SUMMARIES], _summary_ticks(nows, [rec.stamp_ns for rec in summaries]), 1)
+
+    open_categories: dict[str, str] = {}
+    event_ticks = np.flatnonzero(counts[:-1, _EVENTS]).tolist()
+    opened_after: list[list[str]] = []  # the categories open after each event tick
+    events: list[bytes] = []
+    for i in event_ticks:
+        for rec in outs[i].events:
             if rec.action == ACTION_OPEN:
                 open_categories[rec.id] = rec.category
             elif rec.action == ACTION_CLOSE:
                 open_categories.pop(rec.id, None)
-            topics.append("/divergence/events")
-            log_times.append(now)
-            payloads["/divergence/events"].append(ser(convert.gap_event_msg(srb, key_value, rec, now), events_type))
-        if markers_ns is not None and latest_pose is not None and (next_marker is None or now >= next_marker):
-            next_marker = now + markers_ns
-            topics.append("/divergence/markers")
-            log_times.append(now)
-            markers[0].append(latest_pose)
-            markers[1].append(sorted(set(open_categories.values())))
-            markers[2].append(now)
-    for rec in summaries[s_index:]:
-        topics.append("/divergence/summary")
-        log_times.append(rec.stamp_ns)
-        payloads["/divergence/summary"].append(ser(convert.divergence_summary_msg(srb, key_value, rec), summary_type))
-    payloads["/divergence/joints"] = cdr.joint_divergence_cdr_many(joints)
-    payloads["/divergence/pose"] = cdr.pose_divergence_cdr_many(poses, pose_frame_id)
-    payloads["/divergence/contact"] = cdr.contact_residual_cdr_many(contacts)
-    payloads["/divergence/markers"] = cdr.divergence_markers_cdr_many(*markers, pose_frame_id)
+            events.append(cdr.gap_event_cdr(rec, nows[i]))
+        opened_after.append(sorted(set(open_categories.values())))
+
+    poses_by = np.cumsum(counts[:-1, _POSES]).tolist()  # poses produced up to each tick
+    marker_ticks = _marker_ticks(nows, poses_by, int(markers_period_s * 1e9)) if markers_period_s else []
+    counts[marker_ticks, _MARKERS] = 1
+    opened = [bisect_right(event_ticks, i) for i in marker_ticks]
+    payloads = [  # in _DIVERGENCE_KINDS order
+        [cdr.divergence_summary_cdr(rec) for rec in summaries],
+        cdr.joint_divergence_cdr_many(joints),
+        cdr.pose_divergence_cdr_many(poses, pose_frame_id),
+        cdr.contact_residual_cdr_many(contacts),
+        events,
+        cdr.divergence_markers_cdr_many([poses[poses_by[i] - 1] for i in marker_ticks],
+                                        [opened_after[k - 1] if k else [] for k in opened],
+                                        [nows[i] for i in marker_ticks], pose_frame_id),
+    ]
+    # uint8: numpy's stable argsort of small ints is a radix sort (of int64, a timsort)
+    kinds = np.repeat(np.tile(np.arange(len(_DIVERGENCE_KINDS), dtype=np.uint8), n_ticks + 1), counts.ravel())
+    log_times = np.repeat(np.repeat(np.array(nows + [0], dtype=np.int64), len(_DIVERGENCE_KINDS)), counts.ravel())
+    log_times[kinds == _SUMMARIES] = [rec.stamp_ns for rec in summaries]
+    # Message k is the rank-th of its kind: its place in the payloads joined kind by kind.
+    place = np.empty(kinds.size, dtype=np.int64)
+    place[np.argsort(kinds, kind="stable")] = np.arange(kinds.size)
+    joined = list(chain.from_iterable(payloads))
+    datas = list(map(joined.__getitem__, place.tolist()))
     path = Path(path)
     if path.exists():
         path.unlink()
-    pending = {topic: iter(data) for topic, data in payloads.items()}
-    with BagWriter(path, store) as bag:
+    with BagWriter(path, build_typestore()) as bag:
         for topic, msgtype in DIVERGENCE_TOPICS.items():
             bag.add_topic(topic, msgtype)
-        bag.write_many(topics, log_times, [next(pending[topic]) for topic in topics])
+        bag.write_many_by_index(_DIVERGENCE_KINDS, kinds, log_times, datas)
     return path
+
+
+#: The topics of write_divergence_mcap in the order a tick's messages go out.
+_DIVERGENCE_KINDS = ("/divergence/summary", "/divergence/joints", "/divergence/pose", "/divergence/contact",
+                     "/divergence/events", "/divergence/markers")
+_SUMMARIES, _JOINTS, _POSES, _CONTACTS, _EVENTS, _MARKERS = range(len(_DIVERGENCE_KINDS))
+
+
+def _summary_ticks(nows: list[int], stamps_ns: list[int]) -> list[int]:
+    """The tick each summary goes out before (``len(nows)``: after the last): the first
+    tick, from the previous summary's on, that is at or past its stamp."""
+    at, ticks = 0, []
+    for stamp in stamps_ns:
+        while at < len(nows) and nows[at] < stamp:
+            at += 1
+        ticks.append(at)
+    return ticks
+
+
+def _marker_ticks(nows: list[int], poses_by: list[int], period_ns: int) -> list[int]:
+    """The ticks that end with a marker: the first tick with a pose by then, then each
+    tick at least ``period_ns`` after the last marker's."""
+    from bisect import bisect_right
+
+    first = bisect_right(poses_by, 0)
+    ticks: list[int] = []
+    next_ns = nows[first] if first < len(nows) else 0
+    for i in range(first, len(nows)):
+        if nows[i] >= next_ns:
+            ticks.append(i)
+            next_ns = nows[i] + period_ns
+    return ticks
 
 
 def _column(records: list[Any], name: str, dtype: type = float) -> np.ndarray:
