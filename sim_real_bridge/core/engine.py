@@ -1276,6 +1276,15 @@ def _plan_fits(engine: "DivergenceEngine", times: np.ndarray, ticks: list[int],
     checks = [[(side, a, b) for a, b in zip(nd.tolist(), fs.tolist(), strict=True)]
               for side, nd, fs in zip(sides, need, first, strict=True)]
     out: dict[int, tuple[tuple[Any, bool], list[tuple[_Series, int, int]]]] = {}
+    # Windows reaching back before a side's first sample (the first second of a run): a
+    # sample there is NaN whatever is visible, so where too few samples are left the fit
+    # is none (_fit_at's coverage test), known now.
+    starts = [int(side._buf_t[0]) if len(side._buf_t) else big for side in sides]
+    in_range = ((times[:, None] - real_back >= starts[0])
+                & (times[:, None] - sim_back.max(axis=0) >= starts[1])).sum(axis=1)
+    on_grid = np.logical_and.reduce([(times - g.t0_ns) % g.step_ns == 0 for g in grids])
+    for i in np.flatnonzero(~whole & on_grid & (in_range < FIT_MIN_COVERAGE * n)).tolist():
+        out[ticks[i]] = ((None, False), [])
     picked = np.flatnonzero(whole).tolist()
     for b in range(0, len(picked), FIT_WINDOWS):
         sub = picked[b:b + FIT_WINDOWS]
@@ -1613,6 +1622,7 @@ class _AnalysisConstants:
 
     dt_s: float
     smooth_alpha: float  # of the smoothed residuals
+    smooth_keep: float  # 1 - smooth_alpha
     weight_alpha: float  # of the tool weight
     contact_force_n: float
     contact_release_n: float
@@ -1629,7 +1639,7 @@ class _AnalysisConstants:
     def of(cls, cfg: EngineConfig, dt_ns: int) -> "_AnalysisConstants":
         dt_s = dt_ns * 1e-9
         return cls(
-            dt_s=dt_s, smooth_alpha=min(1.0, dt_s / cfg.smooth_tau_s),
+            dt_s=dt_s, smooth_alpha=(alpha := min(1.0, dt_s / cfg.smooth_tau_s)), smooth_keep=1 - alpha,
             weight_alpha=min(1.0, dt_s / cfg.tool_weight_tau_s),
             contact_force_n=cfg.contact_force_n, contact_release_n=cfg.contact_release_n,
             contact_recent_ns=cfg.attribution.contact_recent_s * 1e9,
@@ -2494,11 +2504,20 @@ class DivergenceEngine:
 
         # smoothed residual magnitudes
         alpha = k.smooth_alpha  # of every smoothed residual
+        res_sq, eff_sq = self._res_sq, self._eff_sq
         if joints_valid:
-            self._res_sq = _smooth_list(self._res_sq, q_sq_l, alpha)
-            self._eff_sq = _smooth_list(self._eff_sq, eff_sq_l, alpha)
-        joint_residual = math.sqrt(_max_list(self._res_sq)) if self._res_sq is not None else 0.0
-        effort_residual = math.sqrt(_max_list(self._eff_sq)) if self._eff_sq is not None else 0.0
+            if res_sq is not None and eff_sq is not None and math.isfinite(q_sq_sum) and math.isfinite(sum(eff_sq_l)):
+                # _smooth_list's arithmetic where every value is finite (the usual), written out:
+                # two calls and their tests per element were a third of the smoothing.
+                keep = k.smooth_keep
+                res_sq = [keep * a + alpha * b for a, b in zip(res_sq, q_sq_l, strict=True)]
+                eff_sq = [keep * a + alpha * b for a, b in zip(eff_sq, eff_sq_l, strict=True)]
+            else:
+                res_sq = _smooth_list(res_sq, q_sq_l, alpha)
+                eff_sq = _smooth_list(eff_sq, eff_sq_l, alpha)
+            self._res_sq, self._eff_sq = res_sq, eff_sq
+        joint_residual = math.sqrt(_max_list(res_sq)) if res_sq is not None else 0.0
+        effort_residual = math.sqrt(_max_list(eff_sq)) if eff_sq is not None else 0.0
 
         # smoothed wrench residuals (an F/T bias shows as a force the joints do not feel)
         torque_res_vec = _NAN3
