@@ -539,7 +539,7 @@ def test_flags_skip_the_dropout_rules_only_where_they_raise_nothing(seed: int) -
             t = int(times[i]) + dt_ns
             now = int(recvs[i]) + dt_ns
             expected = health._dropout(t, health._hold_ns, health.period_s, now, twin, (twin,))
-            assert health.flags(t, now_ns=now, twin=twin, siblings=(twin,), dropout_only=True) == [expected]
+            assert list(health.flags(t, now_ns=now, twin=twin, siblings=(twin,), dropout_only=True)) == [expected]
     assert health._gaps
 
 

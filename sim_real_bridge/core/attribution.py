@@ -254,11 +254,19 @@ def _ramp(value: float, threshold: float) -> float:
     return float(min(1.0, max(0.0, 0.5 * value / threshold)))
 
 
+def _common_evidence(f: TickFeatures, ext_n: float) -> dict[str, str]:
+    """The evidence every firing rule shows (formatted only for a category that fires)."""
+    return {"external_force_n": f"{ext_n:.2f}", "effort_residual": f"{f.effort_residual:.2f}",
+            "joint_residual_rad": f"{f.joint_residual_rad:.4f}", "ee_error_m": f"{f.ee_error_m:.4f}"}
+
+
 def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
     """Apply the rules to one tick's features; see the module docstring."""
     f = features
     cfg = config
-    scores = dict.fromkeys(CATEGORIES, 0.0)
+    # The categories' scores as locals (most ticks every one stays 0: a dict of them per
+    # read and write cost more than the rules); the dict is made at the end.
+    dynamics = contact = sensor = human = unauthored = 0.0
     kinds: dict[str, str] = {}
     evidence: dict[str, dict[str, str]] = {}
 
@@ -271,7 +279,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
                 worst = flag
             untrusted = untrusted or flag.name in _UNTRUSTED_SENSOR_KINDS
     if worst is not None:
-        scores["sensor"] = max(cfg.active_score, min(1.0, 0.5 + 0.5 * worst.severity))
+        sensor = max(cfg.active_score, min(1.0, 0.5 + 0.5 * worst.severity))
         kinds["sensor"] = worst.name
         evidence["sensor"] = {"flag": worst.name, **worst.evidence}
     recovering = f.since_untrusted_s < cfg.sensor_recovery_s
@@ -279,42 +287,39 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
 
     if not suppressed:
         ext = f.external_force_n
-        ext_n = _norm(ext)
+        ext_n = math.hypot(*ext)
         if not math.isfinite(ext_n):
             ext_n = 0.0  # a non-finite component: no force known
+        joints_valid = f.joints_valid
+        effort = f.effort_residual
         # A real force at the wrist is felt by the joints (J^T F); a sensor artefact is not.
-        felt = f.joints_valid and f.effort_residual >= max(cfg.felt_min_nm, cfg.felt_lever_m * ext_n)
-        stiffness = f.effort_residual / max(f.joint_residual_rad, 1e-6)
-        loaded = (f.joints_valid and f.effort_residual >= cfg.effort_residual_nm
-                  and stiffness >= cfg.external_stiffness_nm_per_rad)
+        felt = joints_valid and effort >= max(cfg.felt_min_nm, cfg.felt_lever_m * ext_n)
+        stiffness = effort / max(f.joint_residual_rad, 1e-6)
+        loaded = joints_valid and effort >= cfg.effort_residual_nm and stiffness >= cfg.external_stiffness_nm_per_rad
         free = not f.sim_contact_recent
-
-        def ev_common() -> dict[str, str]:
-            # Formatted only for a category that fires (most ticks none does).
-            return {"external_force_n": f"{ext_n:.2f}", "effort_residual": f"{f.effort_residual:.2f}",
-                    "joint_residual_rad": f"{f.joint_residual_rad:.4f}", "ee_error_m": f"{f.ee_error_m:.4f}"}
+        wrench_valid = f.wrench_valid
 
         # unmodelled obstacle: the tool is pushed off its path by a force the sim lacks
         vertical = ext_n > 0 and abs(ext[2]) / ext_n >= cfg.payload_vertical_cos
         ee_needed = cfg.obstacle_vertical_ee_error_m if vertical else cfg.obstacle_ee_error_m
-        if (f.wrench_valid and felt and ext_n >= cfg.human_force_n and math.isfinite(f.ee_error_m)
+        if (wrench_valid and felt and ext_n >= cfg.human_force_n and math.isfinite(f.ee_error_m)
                 and f.ee_error_m >= ee_needed):
-            scores["unauthored"] = max(_ramp(ext_n, cfg.human_force_n), _ramp(f.ee_error_m, ee_needed))
+            unauthored = max(_ramp(ext_n, cfg.human_force_n), _ramp(f.ee_error_m, ee_needed))
             kinds["unauthored"] = "obstacle"
             cos = 0.0
             speed_sim = _norm(f.sim_tip_velocity_m_s)  # (tip speeds: read only where a rule fires)
             if speed_sim > 1e-6 and ext_n > 1e-9:
                 cos = float(np.dot(ext, -np.asarray(f.sim_tip_velocity_m_s)) / (ext_n * speed_sim))
-            evidence["unauthored"] = {**ev_common(), "force_vs_motion_cos": f"{cos:.2f}"}
-        elif f.wrench_valid and not felt and f.joints_valid and ext_n >= (
+            evidence["unauthored"] = {**_common_evidence(f, ext_n), "force_vs_motion_cos": f"{cos:.2f}"}
+        elif wrench_valid and not felt and joints_valid and ext_n >= (
                 cfg.ft_unfelt_force_n if free else cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n):
             # the wrist sensor reports a force the joints do not feel: sensor bias
             s = max(cfg.active_score, _ramp(ext_n, cfg.ft_unfelt_force_n))
-            if s > scores["sensor"]:
-                scores["sensor"] = s
+            if s > sensor:
+                sensor = s
                 kinds["sensor"] = "ft_bias_drift"
-                evidence["sensor"] = ev_common()
-        elif f.wrench_valid and not free:
+                evidence["sensor"] = _common_evidence(f, ext_n)
+        elif wrench_valid and not free:
             # 2. contact: modelled contact, force residual beyond what the model predicts
             thr = cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n
             s = max(_ramp(f.force_residual_n, thr), _ramp(f.torque_residual_nm, cfg.contact_torque_nm))
@@ -323,86 +328,90 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             if s >= cfg.active_score and felt and (slip_recent or f.object_free_drift_m >= cfg.object_drift_m):
                 # the object is not where the sim has it (it slipped): contact differs as a
                 # result; after the slip has stopped this is no new gap, so it is not reported
-                scores["unauthored"] = s if slip_recent else 0.0
+                unauthored = s if slip_recent else 0.0
                 kinds["unauthored"] = "object_slip"
                 evidence["unauthored"] = {"object_free_drift_m": f"{f.object_free_drift_m:.3f}",
                                           "force_residual_n": f"{f.force_residual_n:.2f}"}
             elif felt or s < cfg.active_score:
-                scores["contact"] = s
+                contact = s
                 kinds["contact"] = "contact"
                 evidence["contact"] = {
                     "force_residual_n": f"{f.force_residual_n:.2f}", "sim_force_n": f"{f.sim_force_n:.2f}",
-                    "torque_residual_nm": f"{f.torque_residual_nm:.3f}", "effort_residual": f"{f.effort_residual:.2f}",
+                    "torque_residual_nm": f"{f.torque_residual_nm:.3f}", "effort_residual": f"{effort:.2f}",
                 }
         elif free and loaded:
-            if f.wrench_valid and ext_n >= cfg.ft_unfelt_force_n and vertical:
-                scores["dynamics"] = _ramp(ext_n, cfg.ft_unfelt_force_n)
+            if wrench_valid and ext_n >= cfg.ft_unfelt_force_n and vertical:
+                dynamics = _ramp(ext_n, cfg.ft_unfelt_force_n)
                 kinds["dynamics"] = "payload"
-                evidence["dynamics"] = ev_common()
+                evidence["dynamics"] = _common_evidence(f, ext_n)
             else:
                 # 3. an agent pushes or holds the arm: a stiff external load the sim lacks
-                scores["human"] = _ramp(f.effort_residual, cfg.effort_residual_nm)
+                human = _ramp(effort, cfg.effort_residual_nm)
                 speed_sim = _norm(f.sim_tip_velocity_m_s)
                 blocked = speed_sim > 0.05 and _norm(f.real_tip_velocity_m_s) < cfg.blocked_speed_ratio * speed_sim
                 kinds["human"] = "hold" if blocked else "push"
-                evidence["human"] = {**ev_common(), "stiffness_nm_per_rad": f"{stiffness:.0f}"}
+                evidence["human"] = {**_common_evidence(f, ext_n), "stiffness_nm_per_rad": f"{stiffness:.0f}"}
 
         # 4. unauthored
-        if (f.joints_valid and f.stalled_joints and f.stall_s >= cfg.stall_min_s
-                and scores["human"] < cfg.active_score and scores["unauthored"] < cfg.active_score):
-            scores["unauthored"] = min(1.0, 0.5 + f.stall_s)
+        active_score = cfg.active_score
+        if (joints_valid and f.stalled_joints and f.stall_s >= cfg.stall_min_s
+                and human < active_score and unauthored < active_score):
+            unauthored = min(1.0, 0.5 + f.stall_s)
             kinds["unauthored"] = "joint_stall"
             evidence["unauthored"] = {"stalled": ",".join(f.stalled_joints), "stall_s": f"{f.stall_s:.2f}"}
-        untouched = (not f.real_contact and not (f.real_tool_object_m < cfg.object_touch_m)
-                     and not (f.sim_object_speed_m_s > cfg.object_still_m_s))
-        if (math.isfinite(f.object_error_m) and math.isfinite(f.object_error_speed_m_s) and free and untouched
-                and scores["unauthored"] < cfg.active_score and f.object_error_m >= cfg.object_error_m
-                and f.object_error_speed_m_s >= cfg.object_slip_speed_m_s):
+        if (free and unauthored < active_score and math.isfinite(f.object_error_m)
+                and math.isfinite(f.object_error_speed_m_s) and f.object_error_m >= cfg.object_error_m
+                and f.object_error_speed_m_s >= cfg.object_slip_speed_m_s
+                and not f.real_contact and not (f.real_tool_object_m < cfg.object_touch_m)
+                and not (f.sim_object_speed_m_s > cfg.object_still_m_s)):
             # the real object moves away from the sim's while nothing the sim models touches it
-            scores["unauthored"] = _ramp(f.object_error_speed_m_s, cfg.object_slip_speed_m_s)
+            unauthored = _ramp(f.object_error_speed_m_s, cfg.object_slip_speed_m_s)
             kinds["unauthored"] = "object_slip"
             evidence["unauthored"] = {"object_error_m": f"{f.object_error_m:.3f}",
                                       "object_error_speed_m_s": f"{f.object_error_speed_m_s:.3f}"}
 
         # 5. dynamics: free-space residual of the actuation (not a stiff external load)
-        taken = max(scores["human"], scores["unauthored"], scores["contact"], scores["dynamics"]) >= cfg.active_score
-        if f.joints_valid and f.fit is not None and free and not taken and not f.stalled_joints:
-            fit = f.fit
-            if f.joint_residual_rad > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained:
-                scores["dynamics"] = _ramp(f.joint_residual_rad, cfg.dynamics_residual_rad)
-                if f.effort_residual >= cfg.effort_residual_nm:
+        fit = f.fit
+        if (joints_valid and fit is not None and free and not f.stalled_joints
+                and not max(human, unauthored, contact, dynamics) >= active_score):
+            residual = f.joint_residual_rad
+            if residual > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained:
+                dynamics = _ramp(residual, cfg.dynamics_residual_rad)
+                if effort >= cfg.effort_residual_nm:
                     kinds["dynamics"] = "joint_friction"
                 elif fit.delay_s >= 0.02 and abs(fit.gain - 1) < 0.2:
                     kinds["dynamics"] = "latency"
                 else:
                     kinds["dynamics"] = "gain"
                 evidence["dynamics"] = {
-                    **ev_common(), "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}",
+                    **_common_evidence(f, ext_n), "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}",
                     "fit_explained": f"{fit.explained:.2f}", "stiffness_nm_per_rad": f"{stiffness:.0f}",
                 }
-            elif f.joint_residual_rad > cfg.unexplained_residual_rad and f.unexplained_s >= cfg.unexplained_min_s:
-                scores["unauthored"] = _ramp(f.joint_residual_rad, cfg.unexplained_residual_rad)
+            elif residual > cfg.unexplained_residual_rad and f.unexplained_s >= cfg.unexplained_min_s:
+                unauthored = _ramp(residual, cfg.unexplained_residual_rad)
                 kinds["unauthored"] = "unexplained"
-                evidence["unauthored"] = {**ev_common(), "fit_explained": f"{fit.explained:.2f}"}
+                evidence["unauthored"] = {**_common_evidence(f, ext_n), "fit_explained": f"{fit.explained:.2f}"}
 
     # An unauthored divergence (obstacle, stall) leaves the arm loaded or displaced for a
     # while after its evidence fades; that tail is still the unauthored cause.
-    since_unauthored = f.since_active_s.get("unauthored", math.inf)
+    active_score = cfg.active_score
     tail = False
-    if (scores["unauthored"] < cfg.active_score and since_unauthored <= cfg.unauthored_linger_s
-            and not suppressed):
-        tail_score = max(scores["human"], scores["dynamics"])
-        if tail_score >= cfg.active_score:
-            scores["unauthored"] = tail_score
-            scores["human"] = scores["dynamics"] = 0.0
-            kinds["unauthored"] = f.last_kind.get("unauthored", "")
-            evidence["unauthored"] = {"after_unauthored_s": f"{since_unauthored:.2f}"}
-            tail = True
+    if unauthored < active_score and not suppressed:
+        since_unauthored = f.since_active_s.get("unauthored", math.inf)
+        if since_unauthored <= cfg.unauthored_linger_s:
+            tail_score = max(human, dynamics)
+            if tail_score >= active_score:
+                unauthored = tail_score
+                human = dynamics = 0.0
+                kinds["unauthored"] = f.last_kind.get("unauthored", "")
+                evidence["unauthored"] = {"after_unauthored_s": f"{since_unauthored:.2f}"}
+                tail = True
 
+    scores = {"dynamics": dynamics, "contact": contact, "sensor": sensor, "human": human, "unauthored": unauthored}
     active: dict[str, tuple[float, str, dict[str, str]]] = {}
-    if max(scores.values()) >= cfg.active_score:  # (most ticks no category is active)
+    if max(dynamics, contact, sensor, human, unauthored) >= active_score:  # (most ticks no category is active)
         for c in CATEGORIES:
-            if scores[c] >= cfg.active_score:
+            if scores[c] >= active_score:
                 active[c] = (round(float(scores[c]), 6), kinds.get(c, ""), evidence.get(c, {}))
     top = max(active, key=lambda c: active[c][0]) if active else NONE
     return Attribution(f.t_ns, scores, active, top, tail)

@@ -58,6 +58,7 @@ from sim_real_bridge.core.attribution import (
 from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventConfig, EventRecord, EventTracker
 from sim_real_bridge.core.features import (
     ALL_INACTIVE,
+    DROPOUT_INACTIVE,
     FeatureConfig,
     HealthFlag,
     HealthMarks,
@@ -2560,7 +2561,7 @@ class DivergenceEngine:
             # (positional: other_moving, now_ns, twin, siblings, dropout_only)
             stream_flags = h.flags(t, other_moving.get(topic, True), now_ns, twin if twin.sample_count else None,
                                    (sibling,) if sibling.sample_count else (), dropout_only)
-            if stream_flags is ALL_INACTIVE:
+            if stream_flags is ALL_INACTIVE or stream_flags is DROPOUT_INACTIVE:
                 continue
             for fl in stream_flags:
                 if fl.active:  # attribution reads the active flags only

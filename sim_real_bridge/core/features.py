@@ -120,6 +120,8 @@ _INACTIVE_SATURATION = _inactive("saturation")
 #: time): the caller tells it by identity and skips the five flags.
 ALL_INACTIVE: tuple["HealthFlag", ...] = (_INACTIVE_DROPOUT, _INACTIVE_NONFINITE, _INACTIVE_FROZEN,
                                          _INACTIVE_STAMP_JITTER, _INACTIVE_SATURATION)
+#: The same with ``dropout_only``.
+DROPOUT_INACTIVE: tuple["HealthFlag", ...] = (_INACTIVE_DROPOUT,)
 
 
 def _median(values: Iterable[float]) -> float:
@@ -405,7 +407,7 @@ class StreamHealth:
         siblings: "Sequence[StreamHealth]" = (), dropout_only: bool = False,
     ) -> Sequence[HealthFlag]:
         """Return the flags of every detector at analysis time t_ns (only dropout's with
-        ``dropout_only``); :data:`ALL_INACTIVE` itself when none is active.
+        ``dropout_only``); :data:`ALL_INACTIVE` (:data:`DROPOUT_INACTIVE`) itself when none is active.
 
         Args:
             t_ns: analysis time on the monitor time base.
@@ -437,7 +439,7 @@ class StreamHealth:
         else:
             dropout = _INACTIVE_DROPOUT
         if dropout_only:
-            return [dropout]
+            return DROPOUT_INACTIVE if dropout is _INACTIVE_DROPOUT else [dropout]
 
         nonfinite = _INACTIVE_NONFINITE
         frozen = _INACTIVE_FROZEN
