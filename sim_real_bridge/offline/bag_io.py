@@ -1265,18 +1265,19 @@ def _rows_differ(rows: np.ndarray, lead: int, template: np.ndarray, variable: Se
 
 
 def _float_columns(rows: np.ndarray, begin: int, n: int) -> np.ndarray:
-    """The ``n`` float64 at byte ``begin`` of each row, as a C-contiguous (rows, n) array.
-
-    Copied one column at a time where they are aligned: a copy of the (rows, n) block
-    runs one short loop per row."""
-    block = rows[:, begin : begin + 8 * n]
+    """The ``n`` float64 at byte ``begin`` of each row: a view of the rows where they are
+    aligned (see :func:`_rows_at`), else a copy. Copy a view with :func:`_columns`."""
     if begin % 8 or rows.shape[1] % 8 or rows.ctypes.data % 8:
-        return block.view("<f8").astype(np.float64)
-    floats = rows.view("<f8")
-    first = begin // 8
-    out = np.empty((rows.shape[0], n), dtype=np.float64)
-    for k in range(n):
-        out[:, k] = floats[:, first + k]
+        return rows[:, begin : begin + 8 * n].view("<f8").astype(np.float64)
+    return rows.view("<f8")[:, begin // 8 : begin // 8 + n]
+
+
+def _columns(values: np.ndarray, picks: Sequence[int]) -> np.ndarray:
+    """``values[:, picks]`` as a new C-contiguous float64 array, copied one column at a time:
+    a copy of a (rows, n) block runs one short loop per row, several times the copy."""
+    out = np.empty((values.shape[0], len(picks)), dtype=np.float64)
+    for k, j in enumerate(picks):
+        out[:, k] = values[:, j]
     return out
 
 
@@ -1382,7 +1383,6 @@ def _decode_joint_states(bags: BagSet, topic: str, raw: _Raw) -> JointStateColum
     for target, layout, out in _fast_batches(raw, _layout_joint_state, accept):
         group_names = layout.extra["names"]
         perm = [group_names.index(n) for n in names]
-        in_order = perm == list(range(width))
         everything = target.size == count  # one batch of every message, in order: no scatter
         if everything:
             stamp = _stamp_ns(out["sec"], out["nanosec"])
@@ -1390,11 +1390,10 @@ def _decode_joint_states(bags: BagSet, topic: str, raw: _Raw) -> JointStateColum
             stamp[target] = _stamp_ns(out["sec"], out["nanosec"])
         for field_name in fields:
             if layout.regions[field_name][1] == width:
-                values = out[field_name] if in_order else out[field_name][:, perm]
                 if everything:
-                    columns[field_name] = values
+                    columns[field_name] = _columns(out[field_name], perm)
                 else:
-                    _nan_column(columns, field_name, count, width)[target] = values
+                    _nan_column(columns, field_name, count, width)[target] = out[field_name][:, perm]
         done[target] = True
     slow = np.flatnonzero(~done)
     for i in slow:
@@ -1468,12 +1467,13 @@ def _pose_values(msg: Any) -> list[float]:
 
 def _decode_wrenches(bags: BagSet, topic: str, raw: _Raw) -> WrenchColumns:
     stamp, values, frame_id, slow = _decode_fixed(bags, topic, raw, WRENCH_STAMPED, 6, _wrench_values)
-    return WrenchColumns(stamp, raw.recv_ns, frame_id, values[:, :3].copy(), values[:, 3:].copy(), slow)
+    return WrenchColumns(stamp, raw.recv_ns, frame_id, _columns(values, [0, 1, 2]), _columns(values, [3, 4, 5]), slow)
 
 
 def _decode_poses(bags: BagSet, topic: str, raw: _Raw) -> PoseColumns:
     stamp, values, frame_id, slow = _decode_fixed(bags, topic, raw, POSE_STAMPED, 7, _pose_values)
-    return PoseColumns(stamp, raw.recv_ns, frame_id, values[:, :3].copy(), values[:, [6, 3, 4, 5]].copy(), slow)
+    return PoseColumns(stamp, raw.recv_ns, frame_id, _columns(values, [0, 1, 2]), _columns(values, [6, 3, 4, 5]),
+                       slow)
 
 
 def _imu_values(msg: Any) -> list[float]:
@@ -1488,8 +1488,8 @@ def _imu_values(msg: Any) -> list[float]:
 def _decode_imus(bags: BagSet, topic: str, raw: _Raw) -> ImuColumns:
     stamp, values, frame_id, slow = _decode_fixed(bags, topic, raw, IMU, 37, _imu_values)
     return ImuColumns(
-        stamp, raw.recv_ns, frame_id, values[:, [3, 0, 1, 2]].copy(), values[:, 13:16].copy(),
-        values[:, 25:28].copy(), slow,
+        stamp, raw.recv_ns, frame_id, _columns(values, [3, 0, 1, 2]), _columns(values, [13, 14, 15]),
+        _columns(values, [25, 26, 27]), slow,
     )
 
 
