@@ -1256,7 +1256,9 @@ def _rows_differ(rows: np.ndarray, lead: int, template: np.ndarray, variable: Se
     row = 0
     for run in runs:
         first, last = int(run[0]), int(run[-1]) + 1
-        np.not_equal(words[:, first:last].T, expected[first:last, None], out=differ[row : row + last - first])
+        # Compared as a transposed copy: numpy's compare of strided words costs more than the copy.
+        columns = np.ascontiguousarray(words[:, first:last].T)
+        np.not_equal(columns, expected[first:last, None], out=differ[row : row + last - first])
         row += last - first
     for j in partial:
         np.not_equal(words[:, j] & mask[j], expected[j] & mask[j], out=differ[row])
