@@ -146,7 +146,12 @@ def test_single_storage_files_open_directly(store, tmp_path):
             assert len(bags.read_columns("/real/wrench")) == 10
 
 
-def test_irregular_messages_fall_back_and_still_match(store, tmp_path):
+@pytest.mark.parametrize("block_bytes", [None, 1, 700])
+def test_irregular_messages_fall_back_and_still_match(store, tmp_path, monkeypatch, block_bytes):
+    from sim_real_bridge.offline import bag_io
+
+    if block_bytes is not None:  # rows decoded a few at a time: every block boundary
+        monkeypatch.setattr(bag_io, "_BLOCK_BYTES", block_bytes)
     rng = np.random.default_rng(4)
     messages = []
     for i in range(40):
@@ -174,7 +179,12 @@ def test_irregular_messages_fall_back_and_still_match(store, tmp_path):
     assert cols["/js"].slow_count == 0  # every irregular length group still had a consistent layout
 
 
-def test_alternating_templates_and_foreign_encodings(store, tmp_path):
+@pytest.mark.parametrize("block_bytes", [None, 300])
+def test_alternating_templates_and_foreign_encodings(store, tmp_path, monkeypatch, block_bytes):
+    from sim_real_bridge.offline import bag_io
+
+    if block_bytes is not None:
+        monkeypatch.setattr(bag_io, "_BLOCK_BYTES", block_bytes)
     rng = np.random.default_rng(5)
     messages = []
     for i in range(20):

@@ -1225,17 +1225,47 @@ def _word_masks(span: int, lead: int, width: int, variable: Sequence[tuple[int, 
     return mask.view("<u8")
 
 
-def _rows_differ(rows: np.ndarray, lead: int, template: np.ndarray, variable: Sequence[tuple[int, int]]
-                 ) -> np.ndarray:
+@dataclass(frozen=True)
+class _WordCompare:
+    """How :func:`_rows_differ` compares word-padded rows of one span and lead: runs of
+    whole template words (first, last) and single words of which a mask is compared."""
+
+    expected: np.ndarray
+    mask: np.ndarray
+    runs: list[tuple[int, int]]
+    partial: list[int]
+
+    @classmethod
+    def of(cls, span: int, lead: int, template: np.ndarray, variable: Sequence[tuple[int, int]]
+           ) -> _WordCompare | None:
+        """The comparison of rows of ``span`` bytes with the message at ``lead``; None
+        when they are not word-padded (see :func:`_rows_at`)."""
+        if not lead or span % 8:
+            return None
+        padded = np.zeros(span, dtype=np.uint8)
+        padded[lead : lead + template.size] = template
+        mask = _word_masks(span, lead, template.size, variable)
+        full = mask == np.uint64(2**64 - 1)
+        whole = np.flatnonzero(full)
+        runs = [(int(run[0]), int(run[-1]) + 1) for run in np.split(whole, np.flatnonzero(np.diff(whole) != 1) + 1)
+                if run.size]
+        return cls(padded.view("<u8"), mask, runs, np.flatnonzero(~full & (mask != 0)).tolist())
+
+
+def _rows_differ(rows: np.ndarray, lead: int, template: np.ndarray, variable: Sequence[tuple[int, int]],
+                 compare: _WordCompare | None = None) -> np.ndarray:
     """Whether each row differs from ``template`` (at ``lead``) outside the ``variable`` regions.
 
     Word-padded rows (see :func:`_rows_at`) are compared one word column at a time for
     all rows: numpy runs one loop per column instead of one short loop per row (the
-    per-row loop overhead costs several times the compares).
+    per-row loop overhead costs several times the compares). ``compare`` is
+    ``_WordCompare.of`` these rows' span, lead, template and regions, when known.
     """
     count, span = rows.shape
     width = template.size
-    if not lead or span % 8 or rows.ctypes.data % 8:
+    if compare is None:
+        compare = _WordCompare.of(span, lead, template, variable)
+    if compare is None or rows.ctypes.data % 8:
         ok = np.ones(count, dtype=bool)
         pos = 0
         for begin, end in [*variable, (width, width)]:
@@ -1244,63 +1274,77 @@ def _rows_differ(rows: np.ndarray, lead: int, template: np.ndarray, variable: Se
             pos = max(pos, end)
         return ~ok
     words = rows.view("<u8")
-    padded = np.zeros(span, dtype=np.uint8)
-    padded[lead : lead + width] = template
-    expected = padded.view("<u8")
-    mask = _word_masks(span, lead, width, variable)
-    full = mask == np.uint64(2**64 - 1)
-    partial = np.flatnonzero(~full & (mask != 0)).tolist()
-    whole = np.flatnonzero(full)
-    runs = np.split(whole, np.flatnonzero(np.diff(whole) != 1) + 1) if whole.size else []
-    differ = np.empty((whole.size + len(partial), count), dtype=bool)
+    expected, mask = compare.expected, compare.mask
+    differ = np.empty((sum(last - first for first, last in compare.runs) + len(compare.partial), count), dtype=bool)
     row = 0
-    for run in runs:
-        first, last = int(run[0]), int(run[-1]) + 1
+    for first, last in compare.runs:
         # Compared as a transposed copy: numpy's compare of strided words costs more than the copy.
         columns = np.ascontiguousarray(words[:, first:last].T)
         np.not_equal(columns, expected[first:last, None], out=differ[row : row + last - first])
         row += last - first
-    for j in partial:
+    for j in compare.partial:
         np.not_equal(words[:, j] & mask[j], expected[j] & mask[j], out=differ[row])
         row += 1
     return np.logical_or.reduce(differ, axis=0) if row else np.zeros(count, dtype=bool)
 
 
-def _float_columns(rows: np.ndarray, begin: int, n: int) -> np.ndarray:
-    """The ``n`` float64 at byte ``begin`` of each row: a view of the rows where they are
-    aligned (see :func:`_rows_at`), else a copy. Copy a view with :func:`_columns`."""
+def _copy_floats(rows: np.ndarray, begin: int, out: np.ndarray) -> None:
+    """Copy the ``out.shape[1]`` float64 at byte ``begin`` of each row into ``out``; one
+    column at a time where they are aligned (see :func:`_rows_at`): a copy of a (rows, n)
+    block runs one short loop per row, several times the copy."""
+    n = out.shape[1]
     if begin % 8 or rows.shape[1] % 8 or rows.ctypes.data % 8:
-        return rows[:, begin : begin + 8 * n].view("<f8").astype(np.float64)
-    return rows.view("<f8")[:, begin // 8 : begin // 8 + n]
+        out[...] = rows[:, begin : begin + 8 * n].view("<f8")
+        return
+    floats = rows.view("<f8")
+    first = begin // 8
+    for k in range(n):
+        out[:, k] = floats[:, first + k]
 
 
 def _columns(values: np.ndarray, picks: Sequence[int]) -> np.ndarray:
-    """``values[:, picks]`` as a new C-contiguous float64 array, copied one column at a time:
-    a copy of a (rows, n) block runs one short loop per row, several times the copy."""
+    """``values[:, picks]`` as a new C-contiguous float64 array, copied one column at a time
+    (see :func:`_copy_floats`)."""
     out = np.empty((values.shape[0], len(picks)), dtype=np.float64)
     for k, j in enumerate(picks):
         out[:, k] = values[:, j]
     return out
 
 
+#: Bytes of rows gathered and decoded at a time: the column passes over them then read
+#: the processor's cache, not memory.
+_BLOCK_BYTES = 1 << 20
+
+
 def _batch(
     buf: np.ndarray, starts: np.ndarray, layout: _Layout, template: np.ndarray
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Check the messages at ``starts`` against the template outside the stamp and float
-    regions; decode the matching ones."""
+    regions; decode the matching ones (in blocks of rows, see :data:`_BLOCK_BYTES`)."""
     width = template.size
-    rows, lead = _rows_at(buf, starts, width)
+    count = starts.size
     variable = sorted([(4, 12), *((offset, offset + 8 * n) for offset, n in layout.regions.values())])
-    differ = _rows_differ(rows, lead, template, variable)
-    ok = ~differ
-    good = rows[ok] if differ.any() else rows
-    out: dict[str, np.ndarray] = {
-        "sec": good[:, lead + 4 : lead + 8].view("<i4").astype(np.int64).ravel(),
-        "nanosec": good[:, lead + 8 : lead + 12].view("<u4").astype(np.int64).ravel(),
-    }
-    for name, (offset, n) in layout.regions.items():
-        out[name] = _float_columns(good, lead + offset, n)
-    return ok, out
+    ok = np.empty(count, dtype=bool)
+    sec = np.empty(count, dtype=np.int64)
+    nanosec = np.empty(count, dtype=np.int64)
+    floats = {name: np.empty((count, n), dtype=np.float64) for name, (_, n) in layout.regions.items()}
+    compares: dict[int, _WordCompare | None] = {}
+    step = max(1, _BLOCK_BYTES // (width + 16))
+    kept = 0
+    for first in range(0, count, step):
+        rows, lead = _rows_at(buf, starts[first : first + step], width)
+        if lead not in compares:
+            compares[lead] = _WordCompare.of(rows.shape[1], lead, template, variable)
+        differ = _rows_differ(rows, lead, template, variable, compares[lead])
+        ok[first : first + step] = ~differ
+        good = rows[~differ] if differ.any() else rows
+        end = kept + good.shape[0]
+        sec[kept:end] = good[:, lead + 4 : lead + 8].view("<i4")[:, 0]
+        nanosec[kept:end] = good[:, lead + 8 : lead + 12].view("<u4")[:, 0]
+        for name, (offset, _) in layout.regions.items():
+            _copy_floats(good, lead + offset, floats[name][kept:end])
+        kept = end
+    return ok, {"sec": sec[:kept], "nanosec": nanosec[:kept], **{name: v[:kept] for name, v in floats.items()}}
 
 
 # Distinct byte templates tried per serialized length before the rest goes one by one.
@@ -1385,6 +1429,7 @@ def _decode_joint_states(bags: BagSet, topic: str, raw: _Raw) -> JointStateColum
     for target, layout, out in _fast_batches(raw, _layout_joint_state, accept):
         group_names = layout.extra["names"]
         perm = [group_names.index(n) for n in names]
+        in_order = perm == list(range(width))
         everything = target.size == count  # one batch of every message, in order: no scatter
         if everything:
             stamp = _stamp_ns(out["sec"], out["nanosec"])
@@ -1393,7 +1438,7 @@ def _decode_joint_states(bags: BagSet, topic: str, raw: _Raw) -> JointStateColum
         for field_name in fields:
             if layout.regions[field_name][1] == width:
                 if everything:
-                    columns[field_name] = _columns(out[field_name], perm)
+                    columns[field_name] = out[field_name] if in_order else _columns(out[field_name], perm)
                 else:
                     _nan_column(columns, field_name, count, width)[target] = out[field_name][:, perm]
         done[target] = True
