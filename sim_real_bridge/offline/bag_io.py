@@ -651,7 +651,8 @@ def _check_entries(
         ValueError: an entry disagrees (a corrupt file), naming its chunk and channel (``name(i)``).
     """
     inside = (offset >= 0) & (offset + _MESSAGE_HEAD <= chunk_size)
-    where = base + np.where(inside, offset, 0)
+    all_inside = bool(inside.all())
+    where = base + (offset if all_inside else np.where(inside, offset, 0))
     if where.size and int(where.max()) > buf.size - 23:  # past the last opcode .. log time
         raise ValueError("a message index entry points past the chunks' records")
     words = _aligned_words(buf)
@@ -668,14 +669,13 @@ def _check_entries(
     length = ((x0 >> np.uint64(8)) | (x1 << np.uint64(56))).view(np.int64)
     record_channel = (x1 >> np.uint64(8)) & np.uint64(0xFFFF)
     record_time = (x1 >> np.uint64(56)) | (x2 << np.uint64(8))
-    bad = (
-        ~inside
-        | ((x0 & np.uint64(0xFF)) != np.uint64(0x05))
-        | (record_channel.view(np.int64) != channel)
-        | (record_time != log_time.view(np.uint64))
-        | (length < _MESSAGE_HEAD - 9)
-        | (length > chunk_size - offset - 9)
-    )
+    bad = (x0 & np.uint64(0xFF)) != np.uint64(0x05)
+    bad |= record_channel.view(np.int64) != channel
+    bad |= record_time != log_time.view(np.uint64)
+    bad |= length < _MESSAGE_HEAD - 9
+    bad |= length > chunk_size - offset - 9
+    if not all_inside:
+        bad |= ~inside
     if bad.any():
         raise ValueError(f"message index of {name(int(np.argmax(bad)))} disagrees with the chunk's records")
     return where + _MESSAGE_HEAD, length - (_MESSAGE_HEAD - 9)
