@@ -22,12 +22,6 @@ def _args(buf: bytes, offsets: list[int], channels: list[int] | int, times: list
             np.asarray(times, dtype=np.int64), np.asarray(offsets, dtype=np.int64), lambda i: f"entry {i}")
 
 
-def test_words_reads_values_at_every_byte() -> None:
-    buf = np.frombuffer(b"\x01\x02\x03\x04", dtype=np.uint8)
-    assert bag_io._words(buf, "<u2").tolist() == [0x0201, 0x0302, 0x0403]
-    assert bag_io._words(buf, "<i8").size == 0
-
-
 def test_entries_give_payload_starts_and_sizes() -> None:
     first, second = _record(3, 10, b"abc"), _record(4, 2**62, b"")
     starts, sizes = bag_io._check_entries(*_args(first + second, [0, len(first)], [3, 4], [10, 2**62]))

@@ -630,12 +630,6 @@ def _walked_chunk_messages(
     return tuple(np.asarray(column, dtype=np.int64) for column in found)  # type: ignore[return-value]
 
 
-def _words(buf: np.ndarray, dtype: str) -> np.ndarray:
-    """``buf`` (contiguous bytes) read as ``dtype`` values starting at every byte offset."""
-    size = np.dtype(dtype).itemsize
-    return np.ndarray((max(buf.size - size + 1, 0),), dtype=dtype, buffer=buf, strides=(1,))
-
-
 def _check_entries(
     buf: np.ndarray, base: np.ndarray, chunk_size: np.ndarray, channel: np.ndarray | int, log_time: np.ndarray,
     offset: np.ndarray, name: Callable[[int], str],
@@ -730,10 +724,10 @@ def _read_mcap_chunks(bio: Any, chunks: Sequence[Any], channels: Mapping[int, st
         ids, times, offsets = _walked_chunk_messages(buf[bases[i] : bases[i] + chunk.uncompressed_size], chunk,
                                                      channels)
         for topic in topics:
-            keep = np.flatnonzero(np.isin(ids, [c for c, t in channels.items() if t == topic]))
-            if keep.size:
-                entries[topic].append(np.stack([times[keep], offsets[keep]], axis=1).astype("<i8").tobytes())
-                runs[topic].append((int(keep.size), i, ids[keep]))
+            mine = np.flatnonzero(np.isin(ids, [c for c, t in channels.items() if t == topic]))
+            if mine.size:
+                entries[topic].append(np.stack([times[mine], offsets[mine]], axis=1).astype("<i8").tobytes())
+                runs[topic].append((int(mine.size), i, ids[mine]))
     every_run = [run for topic in topics for run in runs[topic]]
     if not every_run:
         return {}
