@@ -146,7 +146,12 @@ def test_single_storage_files_open_directly(store, tmp_path):
             assert len(bags.read_columns("/real/wrench")) == 10
 
 
-def test_irregular_messages_fall_back_and_still_match(store, tmp_path):
+@pytest.mark.parametrize("block_bytes", [None, 1, 700])
+def test_irregular_messages_fall_back_and_still_match(store, tmp_path, monkeypatch, block_bytes):
+    from sim_real_bridge.offline import bag_io
+
+    if block_bytes is not None:  # rows decoded a few at a time: every block boundary
+        monkeypatch.setattr(bag_io, "_BLOCK_BYTES", block_bytes)
     rng = np.random.default_rng(4)
     messages = []
     for i in range(40):
@@ -174,7 +179,12 @@ def test_irregular_messages_fall_back_and_still_match(store, tmp_path):
     assert cols["/js"].slow_count == 0  # every irregular length group still had a consistent layout
 
 
-def test_alternating_templates_and_foreign_encodings(store, tmp_path):
+@pytest.mark.parametrize("block_bytes", [None, 300])
+def test_alternating_templates_and_foreign_encodings(store, tmp_path, monkeypatch, block_bytes):
+    from sim_real_bridge.offline import bag_io
+
+    if block_bytes is not None:
+        monkeypatch.setattr(bag_io, "_BLOCK_BYTES", block_bytes)
     rng = np.random.default_rng(5)
     messages = []
     for i in range(20):
@@ -580,3 +590,41 @@ def test_bag_directory_of_one_mcap_opens_the_file_when_metadata_agrees(store, tm
     meta.write_text(text.replace("storage_identifier: mcap", "storage_identifier: mcap\n  bad: [unclosed"))
     with pytest.raises(BagError, match=r"bag .*bag: cannot open \(corrupt or truncated\?\)"):
         open_bags(bag)
+
+
+@pytest.mark.parametrize("walked", [False, True])
+def test_two_bag_topics_mapped_to_one_read_from_one_file(store, tmp_path, monkeypatch, walked):
+    """Entries of several channels form one topic: each checked against its own channel."""
+    from sim_real_bridge.offline import bag_io
+
+    if walked:
+        monkeypatch.setattr(bag_io, "_indexed_chunk_messages", lambda *args: None)
+    rng = np.random.default_rng(11)
+    messages = []
+    for i in range(60):
+        t = T0 + i * 1_000_000
+        messages.append(("/a" if i % 3 else "/b", t, wrench(store, t, rng)))
+        messages.append(("/js", t + 1, joint_state(store, t, rng)))
+    bag = write_bag(store, tmp_path / "bag", messages)
+    start, stop = T0 + 5_000_000, T0 + 50_000_000
+    with open_bags([bag], topic_maps=[{"/a": "/w", "/b": "/w"}]) as bags:
+        cols = bags.read_many(["/w", "/js"], start, stop)
+    merged = sorted(reference([bag], "/a") + reference([bag], "/b"), key=lambda item: item[0])
+    assert_wrench_columns(cols["/w"], [(t, m) for t, m in merged if start <= t < stop])
+    assert_joint_columns(cols["/js"], [(t, m) for t, m in reference([bag], "/js") if start <= t < stop])
+
+    path = bag / "bag.mcap"
+    data = bytearray(path.read_bytes())
+    topic, _, msg = messages[2 * 7]  # one of /a: its record says it is of /b's channel
+    record = data.index(bytes(store.serialize_cdr(msg, WS))) - 31
+    with open_bags([bag]) as bags:
+        ids = {c.topic: c.id for c in bags._sources[0].reader.connections}
+    assert topic == "/a" and data[record + 9] == ids["/a"]
+    data[record + 9 : record + 11] = ids["/b"].to_bytes(2, "little")
+    path.write_bytes(bytes(data))
+    with open_bags([bag], topic_maps=[{"/a": "/w", "/b": "/w"}]) as bags:
+        if walked:  # no index to disagree with: the record is /b's, as rosbags reads it
+            assert len(bags.read_columns("/w")) == 60
+        else:
+            with pytest.raises(BagError, match=r"topic /w: cannot read \(corrupt or truncated\?\).*disagrees"):
+                bags.read_columns("/w")

@@ -531,37 +531,68 @@ def _query_sqlite(
 _CHUNK_HEAD = 49
 _INDEX_HEAD = struct.Struct("<BQHI")  # message index record: opcode, length, channel, entries' length
 _MESSAGE_HEAD = 31  # message record bytes before the payload: opcode, length, channel, sequence, two times
+#: Bytes allocated past the end of a chunk buffer: the words read around a record head
+#: (see :func:`_check_entries`) may reach that far past its last byte.
+_SLACK = 32
 
 
-def _index_entries(span: np.ndarray, span_offset: int, bio: Any, offset: int, channel_id: int, where: str
-                   ) -> np.ndarray:
-    """(log time, offset) pairs of one message index record, from ``span`` (the file bytes
-    read from ``span_offset``) when it holds the record, else read from the file."""
+def _padded_bytes(size: int) -> np.ndarray:
+    """An uninitialized byte buffer of ``size`` that :func:`_aligned_words` reads in place:
+    a view of a word-aligned allocation :data:`_SLACK` bytes longer (zeroed there)."""
+    whole = np.empty((size + _SLACK + 7) // 8, dtype="<u8")
+    whole[-(_SLACK // 8) - 1 :] = 0
+    return whole.view(np.uint8)[:size]
+
+
+def _aligned_words(buf: np.ndarray) -> np.ndarray:
+    """``buf`` as aligned little-endian 64-bit words with :data:`_SLACK` bytes past its end
+    (the allocation of :func:`_padded_bytes` itself, else a padded copy)."""
+    base = buf.base
+    while isinstance(base, np.ndarray) and base.dtype != np.uint64 and base.base is not None:
+        base = base.base
+    if (
+        isinstance(base, np.ndarray) and base.dtype == np.dtype("<u8") and base.ndim == 1 and base.flags.c_contiguous
+        and buf.ctypes.data == base.ctypes.data and base.size * 8 >= buf.size + _SLACK
+    ):
+        return base
+    words = np.zeros((buf.size + _SLACK + 7) // 8, dtype="<u8")
+    words.view(np.uint8)[: buf.size] = buf
+    return words
+
+
+def _index_entries(span: np.ndarray, span_offset: int, bio: Any, offset: int, channel_id: int, chunk: Any
+                   ) -> memoryview:
+    """The (log time, offset) pairs (16 bytes each, little-endian) of one message index
+    record, from ``span`` (the file bytes read from ``span_offset``) when it holds the
+    record, else read from the file."""
     rel = offset - span_offset
     if 0 <= rel and rel + _INDEX_HEAD.size <= span.size:
-        head: Any = span[rel : rel + _INDEX_HEAD.size]
-        opcode, _, index_channel, entries_len = _INDEX_HEAD.unpack(head)
-        entries = span[rel + _INDEX_HEAD.size : rel + _INDEX_HEAD.size + entries_len]
+        opcode, _, index_channel, entries_len = _INDEX_HEAD.unpack_from(span, rel)  # type: ignore[call-overload]
+        begin = rel + _INDEX_HEAD.size
+        entries = memoryview(span)[begin : begin + entries_len]  # type: ignore[arg-type]
     else:
         bio.seek(offset)
         head = bio.read(_INDEX_HEAD.size)
         if len(head) != _INDEX_HEAD.size:
-            raise ValueError(f"message index of {where} is truncated")
+            raise ValueError(f"message index of chunk at offset {chunk.chunk_start_offset}, channel {channel_id} "
+                             "is truncated")
         opcode, _, index_channel, entries_len = _INDEX_HEAD.unpack(head)
-        entries = np.frombuffer(bio.read(entries_len), dtype=np.uint8)
+        entries = memoryview(bio.read(entries_len))
     if opcode != 0x07 or index_channel != channel_id or entries_len % 16:
-        raise ValueError(f"message index of {where} is invalid")
-    if entries.size != entries_len:
-        raise ValueError(f"message index of {where} is truncated")
-    return np.frombuffer(entries.tobytes(), dtype="<u8").reshape(-1, 2).astype(np.int64)
+        raise ValueError(f"message index of chunk at offset {chunk.chunk_start_offset}, channel {channel_id} "
+                         "is invalid")
+    if len(entries) != entries_len:
+        raise ValueError(f"message index of chunk at offset {chunk.chunk_start_offset}, channel {channel_id} "
+                         "is truncated")
+    return entries
 
 
 def _indexed_chunk_messages(
     span: np.ndarray, span_offset: int, bio: Any, chunk: Any, channels: Mapping[int, str]
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
-    """(channel ids, log times, record offsets in the chunk) of the wanted channels' messages
-    by the chunk's message indexes, one entry per channel; unchecked (see
-    :func:`_check_entries`). None when a wanted channel has messages but no index."""
+) -> list[tuple[int, memoryview]] | None:
+    """(channel id, its (log time, offset) pairs as :func:`_index_entries` gives them) of
+    the wanted channels' messages by the chunk's message indexes, one entry per channel;
+    unchecked (see :func:`_check_entries`). None when a wanted channel has messages but no index."""
     out = []
     for channel_id in channels:
         index_offset = chunk.message_index_offsets.get(channel_id)
@@ -569,17 +600,16 @@ def _indexed_chunk_messages(
             if chunk.channel_count.get(channel_id, 0):
                 return None
             continue
-        where = f"chunk at offset {chunk.chunk_start_offset}, channel {channel_id}"
-        pairs = _index_entries(span, span_offset, bio, index_offset, channel_id, where)
-        out.append((np.full(pairs.shape[0], channel_id, dtype=np.int64), pairs[:, 0], pairs[:, 1]))
+        out.append((channel_id, _index_entries(span, span_offset, bio, index_offset, channel_id, chunk)))
     return out
 
 
 def _walked_chunk_messages(
     records: np.ndarray, chunk: Any, channels: Mapping[int, str]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What :func:`_indexed_chunk_messages` gives, in record order, for a chunk without
-    message indexes: its records walked one by one."""
+    """(channel ids, log times, record offsets in the chunk) of the wanted channels'
+    messages, in record order, for a chunk without message indexes: its records walked
+    one by one."""
     found: tuple[list[int], list[int], list[int]] = ([], [], [])
     unpack_len = struct.Struct("<Q").unpack_from
     unpack_msg = struct.Struct("<H4xQ").unpack_from
@@ -600,51 +630,60 @@ def _walked_chunk_messages(
     return tuple(np.asarray(column, dtype=np.int64) for column in found)  # type: ignore[return-value]
 
 
-def _words(buf: np.ndarray, dtype: str) -> np.ndarray:
-    """``buf`` (contiguous bytes) read as ``dtype`` values starting at every byte offset."""
-    size = np.dtype(dtype).itemsize
-    return np.ndarray((max(buf.size - size + 1, 0),), dtype=dtype, buffer=buf, strides=(1,))
-
-
 def _check_entries(
-    buf: np.ndarray, chunks: Sequence[Any], chunk_of: np.ndarray, bases: np.ndarray, channel: np.ndarray,
-    log_time: np.ndarray, offset: np.ndarray,
+    buf: np.ndarray, base: np.ndarray, chunk_size: np.ndarray, channel: np.ndarray | int, log_time: np.ndarray,
+    offset: np.ndarray, name: Callable[[int], str],
 ) -> tuple[np.ndarray, np.ndarray]:
     """Check every index entry against the record it points at (opcode, channel, log time,
     length within its chunk); return the payloads' (starts in ``buf``, sizes).
 
+    Entry i points at ``offset[i]`` of a chunk whose ``chunk_size[i]`` record bytes start at
+    ``base[i]`` of ``buf``. The heads are read as aligned 64-bit words (numpy gathers
+    unaligned values one costly call each) and their fields shifted out.
+
     Raises:
-        ValueError: an entry disagrees (a corrupt file), naming its chunk and channel.
+        ValueError: an entry disagrees (a corrupt file), naming its chunk and channel (``name(i)``).
     """
-    usize = np.asarray([c.uncompressed_size for c in chunks], dtype=np.int64)[chunk_of]
-    inside = (offset >= 0) & (offset + _MESSAGE_HEAD <= usize)
-    where = bases[chunk_of] + np.where(inside, offset, 0)
+    inside = (offset >= 0) & (offset + _MESSAGE_HEAD <= chunk_size)
+    all_inside = bool(inside.all())
+    where = base + (offset if all_inside else np.where(inside, offset, 0))
     if where.size and int(where.max()) > buf.size - 23:  # past the last opcode .. log time
         raise ValueError("a message index entry points past the chunks' records")
-    # Each field gathered by itself: a gather of whole heads copies bytes the check never reads.
-    words = _words(buf, "<i8")
-    length = words[where + 1]
-    bad = (
-        ~inside
-        | (buf[where] != 0x05)
-        | (_words(buf, "<u2")[where + 9] != channel)
-        | (words[where + 15] != log_time)
-        | (length < _MESSAGE_HEAD - 9)
-        | (length > usize - offset - 9)
-    )
+    words = _aligned_words(buf)
+    word = where >> 3
+    shift = ((where & 7) << 3).view(np.uint64)
+    back = np.uint64(63) - shift
+    one = np.uint64(1)
+    w0, w1, w2, w3 = words[word], words[word + 1], words[word + 2], words[word + 3]
+    # Bytes 0-7, 8-15 and 16-23 of each record: (low >> shift) | (high << (64 - shift)), in
+    # two steps so that a shift of 0 keeps the low word alone.
+    x0 = (w0 >> shift) | ((w1 << one) << back)
+    x1 = (w1 >> shift) | ((w2 << one) << back)
+    x2 = (w2 >> shift) | ((w3 << one) << back)
+    length = ((x0 >> np.uint64(8)) | (x1 << np.uint64(56))).view(np.int64)
+    record_channel = (x1 >> np.uint64(8)) & np.uint64(0xFFFF)
+    record_time = (x1 >> np.uint64(56)) | (x2 << np.uint64(8))
+    bad = (x0 & np.uint64(0xFF)) != np.uint64(0x05)
+    bad |= record_channel.view(np.int64) != channel
+    bad |= record_time != log_time.view(np.uint64)
+    bad |= length < _MESSAGE_HEAD - 9
+    bad |= length > chunk_size - offset - 9
+    if not all_inside:
+        bad |= ~inside
     if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(f"message index of chunk at offset {chunks[chunk_of[i]].chunk_start_offset}, "
-                         f"channel {channel[i]} disagrees with the chunk's records")
+        raise ValueError(f"message index of {name(int(np.argmax(bad)))} disagrees with the chunk's records")
     return where + _MESSAGE_HEAD, length - (_MESSAGE_HEAD - 9)
 
 
 def _read_mcap_chunks(bio: Any, chunks: Sequence[Any], channels: Mapping[int, str], start: int, stop: int
                       ) -> dict[str, _Raw]:
-    """The wanted messages of ``chunks``, each read with its message indexes in one call."""
+    """The wanted messages of ``chunks``, each read with its message indexes in one call.
+
+    The index entries of each topic are gathered in one run (chunk by chunk, channel by
+    channel), so the topics' messages come out as slices of one checked array."""
     spans = [c.chunk_length + c.message_index_length for c in chunks]
     ends = np.cumsum(spans).tolist()
-    file_buf = np.empty(ends[-1], dtype=np.uint8)
+    file_buf = _padded_bytes(ends[-1])
     view = memoryview(file_buf)  # type: ignore[arg-type]
     got = []
     for chunk, span, end in zip(chunks, spans, ends, strict=True):
@@ -654,41 +693,80 @@ def _read_mcap_chunks(bio: Any, chunks: Sequence[Any], channels: Mapping[int, st
             raise ValueError(f"chunk at offset {chunk.chunk_start_offset} is truncated")
     # Uncompressed chunks are used where they were read; others are decompressed into one buffer.
     in_place = all(not c.compression for c in chunks)
-    buf = file_buf if in_place else np.empty(sum(c.uncompressed_size for c in chunks), dtype=np.uint8)
-    bases = np.empty(len(chunks), dtype=np.int64)
-    pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    buf = file_buf if in_place else _padded_bytes(sum(c.uncompressed_size for c in chunks))
+    topics = list(dict.fromkeys(channels.values()))
+    # Per topic: its entries' bytes, and per run of them: count, chunk, channel (an int,
+    # or an array for the entries of a walked chunk).
+    entries: dict[str, list[Any]] = {t: [] for t in topics}
+    runs: dict[str, list[tuple[int, int, Any]]] = {t: [] for t in topics}
+    bases = []
     out_pos = 0
     for i, (chunk, span, end, read) in enumerate(zip(chunks, spans, ends, got, strict=True)):
         span_start = end - span
         head = span_start + _CHUNK_HEAD + len(chunk.compression)
-        (crc,) = struct.unpack_from("<I", file_buf, span_start + 33)
+        (crc,) = struct.unpack_from("<I", file_buf, span_start + 33)  # type: ignore[call-overload]
         raw = decompress(view[head : head + chunk.compressed_size], chunk.compression, chunk.uncompressed_size, crc)
         if in_place:
-            bases[i] = head
+            bases.append(head)
         else:
-            bases[i] = out_pos
+            bases.append(out_pos)
             buf[out_pos : out_pos + chunk.uncompressed_size] = np.frombuffer(raw, dtype=np.uint8)
             out_pos += chunk.uncompressed_size
-        span_bytes = file_buf[span_start : span_start + read]
-        indexed = _indexed_chunk_messages(span_bytes, chunk.chunk_start_offset, bio, chunk, channels)
-        if indexed is None:
-            records = buf[bases[i] : bases[i] + chunk.uncompressed_size]
-            indexed = [_walked_chunk_messages(records, chunk, channels)]
-        pieces += [(np.full(ids.size, i, dtype=np.int64), ids, times, offsets) for ids, times, offsets in indexed]
-    if not pieces:
+        indexed = _indexed_chunk_messages(file_buf[span_start : span_start + read], chunk.chunk_start_offset, bio,
+                                          chunk, channels)
+        if indexed is not None:
+            for channel_id, pairs in indexed:
+                if len(pairs):
+                    topic = channels[channel_id]
+                    entries[topic].append(pairs)
+                    runs[topic].append((len(pairs) // 16, i, channel_id))
+            continue
+        ids, times, offsets = _walked_chunk_messages(buf[bases[i] : bases[i] + chunk.uncompressed_size], chunk,
+                                                     channels)
+        for topic in topics:
+            mine = np.flatnonzero(np.isin(ids, [c for c, t in channels.items() if t == topic]))
+            if mine.size:
+                entries[topic].append(np.stack([times[mine], offsets[mine]], axis=1).astype("<i8").tobytes())
+                runs[topic].append((int(mine.size), i, ids[mine]))
+    every_run = [run for topic in topics for run in runs[topic]]
+    if not every_run:
         return {}
-    chunk_of, channel, log_time, offset = (np.concatenate(column) for column in zip(*pieces, strict=True))
-    starts, sizes = _check_entries(buf, chunks, chunk_of, bases, channel, log_time, offset)
-    codes = {topic: code for code, topic in enumerate(dict.fromkeys(channels.values()))}
-    code_of = np.full(max(channels) + 1, -1, dtype=np.int64)
-    for channel_id, topic in channels.items():
-        code_of[channel_id] = codes[topic]
-    code = np.where((log_time >= start) & (log_time < stop), code_of[channel], -1)
+    pairs = np.frombuffer(b"".join([e for topic in topics for e in entries[topic]]), dtype="<i8").reshape(-1, 2)
+    log_time, offset = pairs[:, 0].copy(), pairs[:, 1].copy()
+    counts = np.fromiter((run[0] for run in every_run), dtype=np.int64, count=len(every_run))
+    run_chunk = np.fromiter((run[1] for run in every_run), dtype=np.int64, count=len(every_run))
+    channel_ids = [run[2] for run in every_run]
+    channel: np.ndarray | int
+    if any(isinstance(c, np.ndarray) for c in channel_ids):
+        channel = np.concatenate([c if isinstance(c, np.ndarray) else np.full(n, c, dtype=np.int64)
+                                  for n, c in zip(counts.tolist(), channel_ids, strict=True)])
+    elif len(set(channel_ids)) == 1:
+        channel = channel_ids[0]
+    else:
+        channel = np.repeat(np.asarray(channel_ids, dtype=np.int64), counts)
+    run_ends = np.cumsum(counts)
+
+    def name(entry: int) -> str:
+        run = int(np.searchsorted(run_ends, entry, side="right"))
+        channel_id = channel if isinstance(channel, int) else int(channel[entry])
+        return f"chunk at offset {chunks[int(run_chunk[run])].chunk_start_offset}, channel {channel_id}"
+
+    base = np.repeat(np.asarray(bases, dtype=np.int64)[run_chunk], counts)
+    chunk_size = np.repeat(np.asarray([c.uncompressed_size for c in chunks], dtype=np.int64)[run_chunk], counts)
+    starts, sizes = _check_entries(buf, base, chunk_size, channel, log_time, offset, name)
+    within = (log_time >= start) & (log_time < stop)
+    everything = bool(within.all())
     out = {}
-    for topic, topic_code in codes.items():
-        keep = np.flatnonzero(code == topic_code)
-        if keep.size:
+    first = 0
+    for topic in topics:
+        last = first + sum(run[0] for run in runs[topic])
+        if everything:
+            keep: Any = slice(first, last)
+        else:
+            keep = first + np.flatnonzero(within[first:last])
+        if last > first and (everything or keep.size):
             out[topic] = _Raw(log_time[keep], buf, starts[keep], sizes[keep])
+        first = last
     return out
 
 
@@ -1131,28 +1209,136 @@ def _rows_at(buf: np.ndarray, starts: np.ndarray, width: int) -> tuple[np.ndarra
     return items[starts - lead if lead else starts].view(np.uint8).reshape(starts.size, span), lead
 
 
+def _word_masks(span: int, lead: int, width: int, variable: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Per 8-byte word of a row (``span`` bytes, the message at ``lead``): the mask of its
+    bytes compared with the template, those of the message outside the ``variable`` regions."""
+    mask = np.zeros(span, dtype=np.uint8)
+    mask[lead : lead + width] = 0xFF
+    for begin, end in variable:
+        mask[lead + begin : lead + end] = 0
+    return mask.view("<u8")
+
+
+@dataclass(frozen=True)
+class _WordCompare:
+    """How :func:`_rows_differ` compares word-padded rows of one span and lead: runs of
+    whole template words (first, last) and single words of which a mask is compared."""
+
+    expected: np.ndarray
+    mask: np.ndarray
+    runs: list[tuple[int, int]]
+    partial: list[int]
+
+    @classmethod
+    def of(cls, span: int, lead: int, template: np.ndarray, variable: Sequence[tuple[int, int]]
+           ) -> _WordCompare | None:
+        """The comparison of rows of ``span`` bytes with the message at ``lead``; None
+        when they are not word-padded (see :func:`_rows_at`)."""
+        if not lead or span % 8:
+            return None
+        padded = np.zeros(span, dtype=np.uint8)
+        padded[lead : lead + template.size] = template
+        mask = _word_masks(span, lead, template.size, variable)
+        full = mask == np.uint64(2**64 - 1)
+        whole = np.flatnonzero(full)
+        runs = [(int(run[0]), int(run[-1]) + 1) for run in np.split(whole, np.flatnonzero(np.diff(whole) != 1) + 1)
+                if run.size]
+        return cls(padded.view("<u8"), mask, runs, np.flatnonzero(~full & (mask != 0)).tolist())
+
+
+def _rows_differ(rows: np.ndarray, lead: int, template: np.ndarray, variable: Sequence[tuple[int, int]],
+                 compare: _WordCompare | None = None) -> np.ndarray:
+    """Whether each row differs from ``template`` (at ``lead``) outside the ``variable`` regions.
+
+    Word-padded rows (see :func:`_rows_at`) are compared one word column at a time for
+    all rows: numpy runs one loop per column instead of one short loop per row (the
+    per-row loop overhead costs several times the compares). ``compare`` is
+    ``_WordCompare.of`` these rows' span, lead, template and regions, when known.
+    """
+    count, span = rows.shape
+    width = template.size
+    if compare is None:
+        compare = _WordCompare.of(span, lead, template, variable)
+    if compare is None or rows.ctypes.data % 8:
+        ok = np.ones(count, dtype=bool)
+        pos = 0
+        for begin, end in [*variable, (width, width)]:
+            if begin > pos:
+                ok &= _equal_rows(rows[:, lead + pos : lead + begin], template[pos:begin])
+            pos = max(pos, end)
+        return ~ok
+    words = rows.view("<u8")
+    expected, mask = compare.expected, compare.mask
+    differ = np.empty((sum(last - first for first, last in compare.runs) + len(compare.partial), count), dtype=bool)
+    row = 0
+    for first, last in compare.runs:
+        # Compared as a transposed copy: numpy's compare of strided words costs more than the copy.
+        columns = np.ascontiguousarray(words[:, first:last].T)
+        np.not_equal(columns, expected[first:last, None], out=differ[row : row + last - first])
+        row += last - first
+    for j in compare.partial:
+        np.not_equal(words[:, j] & mask[j], expected[j] & mask[j], out=differ[row])
+        row += 1
+    return np.logical_or.reduce(differ, axis=0) if row else np.zeros(count, dtype=bool)
+
+
+def _copy_floats(rows: np.ndarray, begin: int, out: np.ndarray) -> None:
+    """Copy the ``out.shape[1]`` float64 at byte ``begin`` of each row into ``out``; one
+    column at a time where they are aligned (see :func:`_rows_at`): a copy of a (rows, n)
+    block runs one short loop per row, several times the copy."""
+    n = out.shape[1]
+    if begin % 8 or rows.shape[1] % 8 or rows.ctypes.data % 8:
+        out[...] = rows[:, begin : begin + 8 * n].view("<f8")
+        return
+    floats = rows.view("<f8")
+    first = begin // 8
+    for k in range(n):
+        out[:, k] = floats[:, first + k]
+
+
+def _columns(values: np.ndarray, picks: Sequence[int]) -> np.ndarray:
+    """``values[:, picks]`` as a new C-contiguous float64 array, copied one column at a time
+    (see :func:`_copy_floats`)."""
+    out = np.empty((values.shape[0], len(picks)), dtype=np.float64)
+    for k, j in enumerate(picks):
+        out[:, k] = values[:, j]
+    return out
+
+
+#: Bytes of rows gathered and decoded at a time: the column passes over them then read
+#: the processor's cache, not memory.
+_BLOCK_BYTES = 1 << 20
+
+
 def _batch(
     buf: np.ndarray, starts: np.ndarray, layout: _Layout, template: np.ndarray
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Check the messages at ``starts`` against the template outside the stamp and float
-    regions; decode the matching ones."""
+    regions; decode the matching ones (in blocks of rows, see :data:`_BLOCK_BYTES`)."""
     width = template.size
-    rows, lead = _rows_at(buf, starts, width)
+    count = starts.size
     variable = sorted([(4, 12), *((offset, offset + 8 * n) for offset, n in layout.regions.values())])
-    ok = np.ones(starts.size, dtype=bool)
-    pos = 0
-    for begin, end in [*variable, (width, width)]:
-        if begin > pos:
-            ok &= _equal_rows(rows[:, lead + pos : lead + begin], template[pos:begin])
-        pos = max(pos, end)
-    good = rows if ok.all() else rows[ok]
-    out: dict[str, np.ndarray] = {
-        "sec": good[:, lead + 4 : lead + 8].view("<i4").astype(np.int64).ravel(),
-        "nanosec": good[:, lead + 8 : lead + 12].view("<u4").astype(np.int64).ravel(),
-    }
-    for name, (offset, n) in layout.regions.items():
-        out[name] = good[:, lead + offset : lead + offset + 8 * n].view("<f8").astype(np.float64)
-    return ok, out
+    ok = np.empty(count, dtype=bool)
+    sec = np.empty(count, dtype=np.int64)
+    nanosec = np.empty(count, dtype=np.int64)
+    floats = {name: np.empty((count, n), dtype=np.float64) for name, (_, n) in layout.regions.items()}
+    compares: dict[int, _WordCompare | None] = {}
+    step = max(1, _BLOCK_BYTES // (width + 16))
+    kept = 0
+    for first in range(0, count, step):
+        rows, lead = _rows_at(buf, starts[first : first + step], width)
+        if lead not in compares:
+            compares[lead] = _WordCompare.of(rows.shape[1], lead, template, variable)
+        differ = _rows_differ(rows, lead, template, variable, compares[lead])
+        ok[first : first + step] = ~differ
+        good = rows[~differ] if differ.any() else rows
+        end = kept + good.shape[0]
+        sec[kept:end] = good[:, lead + 4 : lead + 8].view("<i4")[:, 0]
+        nanosec[kept:end] = good[:, lead + 8 : lead + 12].view("<u4")[:, 0]
+        for name, (offset, _) in layout.regions.items():
+            _copy_floats(good, lead + offset, floats[name][kept:end])
+        kept = end
+    return ok, {"sec": sec[:kept], "nanosec": nanosec[:kept], **{name: v[:kept] for name, v in floats.items()}}
 
 
 # Distinct byte templates tried per serialized length before the rest goes one by one.
@@ -1245,11 +1431,10 @@ def _decode_joint_states(bags: BagSet, topic: str, raw: _Raw) -> JointStateColum
             stamp[target] = _stamp_ns(out["sec"], out["nanosec"])
         for field_name in fields:
             if layout.regions[field_name][1] == width:
-                values = out[field_name] if in_order else out[field_name][:, perm]
                 if everything:
-                    columns[field_name] = values
+                    columns[field_name] = out[field_name] if in_order else _columns(out[field_name], perm)
                 else:
-                    _nan_column(columns, field_name, count, width)[target] = values
+                    _nan_column(columns, field_name, count, width)[target] = out[field_name][:, perm]
         done[target] = True
     slow = np.flatnonzero(~done)
     for i in slow:
@@ -1323,12 +1508,13 @@ def _pose_values(msg: Any) -> list[float]:
 
 def _decode_wrenches(bags: BagSet, topic: str, raw: _Raw) -> WrenchColumns:
     stamp, values, frame_id, slow = _decode_fixed(bags, topic, raw, WRENCH_STAMPED, 6, _wrench_values)
-    return WrenchColumns(stamp, raw.recv_ns, frame_id, values[:, :3].copy(), values[:, 3:].copy(), slow)
+    return WrenchColumns(stamp, raw.recv_ns, frame_id, _columns(values, [0, 1, 2]), _columns(values, [3, 4, 5]), slow)
 
 
 def _decode_poses(bags: BagSet, topic: str, raw: _Raw) -> PoseColumns:
     stamp, values, frame_id, slow = _decode_fixed(bags, topic, raw, POSE_STAMPED, 7, _pose_values)
-    return PoseColumns(stamp, raw.recv_ns, frame_id, values[:, :3].copy(), values[:, [6, 3, 4, 5]].copy(), slow)
+    return PoseColumns(stamp, raw.recv_ns, frame_id, _columns(values, [0, 1, 2]), _columns(values, [6, 3, 4, 5]),
+                       slow)
 
 
 def _imu_values(msg: Any) -> list[float]:
@@ -1343,8 +1529,8 @@ def _imu_values(msg: Any) -> list[float]:
 def _decode_imus(bags: BagSet, topic: str, raw: _Raw) -> ImuColumns:
     stamp, values, frame_id, slow = _decode_fixed(bags, topic, raw, IMU, 37, _imu_values)
     return ImuColumns(
-        stamp, raw.recv_ns, frame_id, values[:, [3, 0, 1, 2]].copy(), values[:, 13:16].copy(),
-        values[:, 25:28].copy(), slow,
+        stamp, raw.recv_ns, frame_id, _columns(values, [3, 0, 1, 2]), _columns(values, [13, 14, 15]),
+        _columns(values, [25, 26, 27]), slow,
     )
 
 
