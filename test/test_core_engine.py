@@ -207,6 +207,22 @@ def test_summary_record(latency) -> None:
     assert rec.latency_s >= 0.0
 
 
+def test_summary_percentiles_are_each_series_own(latency) -> None:
+    # run_summary takes several percentiles per numpy call: each must be the series' own.
+    engine, _, summary = latency
+    q_abs = np.asarray(engine._q_abs)
+    for i, name in enumerate(engine.joint_names):
+        assert summary["residuals"]["joints"][name]["p95_rad"] == float(np.percentile(q_abs[:, i], 95))
+    checked = 0
+    for side in ("sim", "real"):
+        for stream, delays in engine._clock[side]._stream_delays.items():
+            a = np.asarray(delays, dtype=float) * 1e-9
+            got = summary["timing"]["delivery_delay_s"][f"{side}/{stream}"]
+            assert (got["p50"], got["p99"]) == (float(np.percentile(a, 50)), float(np.percentile(a, 99)))
+            checked += 1
+    assert checked >= 4
+
+
 def test_malformed_input_is_counted_not_raised() -> None:
     engine = DivergenceEngine()
     assert engine.on_joint_state("sim", 0, 1, NAMES, np.zeros(7), np.zeros(7), np.zeros(7))
