@@ -223,6 +223,40 @@ def test_summary_percentiles_are_each_series_own(latency) -> None:
     assert checked >= 4
 
 
+def test_stack_rows_is_np_array_of_the_rows() -> None:
+    from collections import deque
+
+    from sim_real_bridge.core.engine import stack_rows
+
+    rng = np.random.default_rng(5)
+    block = rng.standard_normal((40, 21))
+    block[3, 2] = np.nan
+    views = [row[:7] for row in block]  # the engine's calibration rows: views into blocks
+    cases = [views, deque(np.abs(r) for r in views), [rng.standard_normal(3) for _ in range(5)]]
+    for rows in cases:
+        got = stack_rows(rows)
+        assert got.flags.writeable and got.dtype == np.float64
+        np.testing.assert_array_equal(got, np.array(rows))
+    others = [
+        [np.arange(3.0), np.arange(2.0), np.arange(4.0)],  # ragged, the same bytes in all
+        [row[::3] for row in block[:4]],  # not contiguous
+        [np.arange(4.0), np.arange(4, dtype=np.float32)],  # another dtype after the first
+        [np.arange(4, dtype=np.float32)] * 3,
+        [[1.0, 2.0], [3.0, 4.0]],
+        [np.zeros(0), np.zeros(0)],
+        [],
+    ]
+    for rows in others:
+        try:
+            want = np.array(rows)
+        except ValueError:
+            with pytest.raises(ValueError):
+                stack_rows(rows)
+            continue
+        got = stack_rows(rows)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
 def test_malformed_input_is_counted_not_raised() -> None:
     engine = DivergenceEngine()
     assert engine.on_joint_state("sim", 0, 1, NAMES, np.zeros(7), np.zeros(7), np.zeros(7))

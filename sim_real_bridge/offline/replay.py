@@ -501,6 +501,7 @@ def _column(records: list[Any], name: str, dtype: type = float) -> np.ndarray:
 
 def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: dict[str, Any],
                  labels: dict[str, Any], warnings: list[str], realtime_factor: float | None) -> Any:
+    from sim_real_bridge.core.engine import stack_rows
     from sim_real_bridge.offline.report_data import (
         CalibrationRow,
         ContactSeries,
@@ -527,9 +528,9 @@ def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: 
     joint_series = timing = contact = pose = None
     if joints:
         t = seconds(joints)
-        joint_series = JointSeries(t, np.array([r.position_residual_rad for r in joints]),
-                                   np.array([r.velocity_residual_rad_s for r in joints]),
-                                   np.array([r.effort_residual for r in joints]))
+        joint_series = JointSeries(t, stack_rows([r.position_residual_rad for r in joints]),
+                                   stack_rows([r.velocity_residual_rad_s for r in joints]),
+                                   stack_rows([r.effort_residual for r in joints]))
         timing = TimingSeries(t, _column(joints, "clock_offset_s"), _column(joints, "latency_s"),
                               _column(joints, "clock_offset_std_s"), _column(joints, "latency_std_s"))
     if contacts:
