@@ -516,12 +516,9 @@ def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: 
     contacts: list[Any] = []
     poses: list[Any] = []
     for _, out in outcome.ticks:
-        if out.joints:
-            joints += out.joints
-        if out.contacts:
-            contacts += out.contacts
-        if out.poses:
-            poses += out.poses
+        joints += out.joints
+        contacts += out.contacts
+        poses += out.poses
     def seconds(records: list[Any]) -> np.ndarray:
         return engine.to_seconds(_column(records, "stamp_ns", np.int64))
 
@@ -536,8 +533,8 @@ def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: 
     if contacts:
         contact = ContactSeries(seconds(contacts), _column(contacts, "force_residual_norm_n"),
                                 _column(contacts, "torque_residual_norm_nm"),
-                                np.array([r.sim_contact_phase == 1 for r in contacts]),
-                                np.array([r.real_contact_phase == 1 for r in contacts]))
+                                _column(contacts, "sim_contact_phase") == 1,
+                                _column(contacts, "real_contact_phase") == 1)
     if poses:
         pose = PoseSeries(seconds(poses), _column(poses, "ee_position_error_norm_m"),
                           _column(poses, "ee_orientation_error_rad"))
