@@ -692,9 +692,21 @@ class _ClockMap:
 
     def delivery_delays_s(self) -> dict[str, dict[str, float]]:
         """Per stream, p50/p99/max of the recent delivery delay beyond the transport floor."""
-        self._sync()
+        recent: dict[str, Any] = dict(self._stream_delays)
+        plan = self._plan
+        if plan is not None and plan.synced < plan.fed:
+            # Each stream's history as _sync would leave it (its last 2000), read from the
+            # plan without syncing: _sync first lists every planned row (for map's bisections).
+            for k, idx in enumerate(plan.rows):
+                a, b = np.searchsorted(idx, (plan.synced, plan.fed)).tolist()
+                if b > a:
+                    new = plan.delays[idx[max(a, b - 2000):b]].astype(float)
+                    old = recent.get(plan.names[k])
+                    if old is not None:
+                        new = np.concatenate((np.asarray(old, dtype=float), new))[-2000:]
+                    recent[plan.names[k]] = new
         out = {}
-        for stream, delays in sorted(self._stream_delays.items()):
+        for stream, delays in sorted(recent.items()):
             a = np.asarray(delays, dtype=float) * 1e-9
             p50, p99 = np.percentile(a, [50, 99])
             out[stream] = {"p50": float(p50), "p99": float(p99), "max": float(a.max())}
