@@ -248,8 +248,9 @@ def _state(engine) -> dict:
                     list(h._marks), None if h._last_values is None else h._last_values.tolist())
     for side in SIDES:
         clock = engine._clock[side]
-        out[("clock", side)] = (clock.offset_ns, clock.spread_s, clock.delivery_delays_s(), clock._count,
-                                dict(clock._last_stamp), dict(clock._epoch))
+        reads = (clock.offset_ns, clock.spread_s, clock.delivery_delays_s(), clock._count)
+        clock._sync()  # (as map does: delivery_delays_s reads a plan without syncing it)
+        out[("clock", side)] = (*reads, dict(clock._last_stamp), dict(clock._epoch))
         series = [engine._joints[side], engine._wrench[side]] + [engine._poses[(side, k)] for k in POSE_KINDS]
         out[("series", side)] = [(len(s), s.last_ns, s.last_recv_ns, s.times.tolist()) for s in series]
     return out

@@ -207,6 +207,80 @@ def test_summary_record(latency) -> None:
     assert rec.latency_s >= 0.0
 
 
+def test_summary_percentiles_are_each_series_own(latency) -> None:
+    # run_summary takes several percentiles per numpy call: each must be the series' own.
+    engine, _, summary = latency
+    q_abs = np.asarray(engine._q_abs)
+    for i, name in enumerate(engine.joint_names):
+        assert summary["residuals"]["joints"][name]["p95_rad"] == float(np.percentile(q_abs[:, i], 95))
+    checked = 0
+    for side in ("sim", "real"):
+        for stream, delays in engine._clock[side]._stream_delays.items():
+            a = np.asarray(delays, dtype=float) * 1e-9
+            got = summary["timing"]["delivery_delay_s"][f"{side}/{stream}"]
+            assert (got["p50"], got["p99"]) == (float(np.percentile(a, 50)), float(np.percentile(a, 99)))
+            checked += 1
+    assert checked >= 4
+
+
+def test_delivery_delays_read_from_a_plan_equal_the_synced_histories() -> None:
+    # delivery_delays_s reads planned rows not synced yet from the plan itself; a synced
+    # twin must give the same statistics at every point (histories of 2000 overflowing).
+    from sim_real_bridge.core.engine import _ClockMap
+
+    rng = np.random.default_rng(6)
+    n = 9000
+    recv = np.cumsum(rng.integers(100_000, 2_000_000, n)).astype(np.int64)
+    stamp = recv - rng.integers(1_000_000, 9_000_000, n)
+    ids = rng.choice(3, n, p=[0.6, 0.35, 0.05])
+    names = ["joint_states", "wrench", "ee_pose"]
+    lazy, synced = _ClockMap(0.01, 10**9), _ClockMap(0.01, 10**9)
+    plans = [clock.plan(stamp, recv, ids, names) for clock in (lazy, synced)]
+    assert plans[0] is not None and plans[1] is not None
+    for k, hi in enumerate((3, 50, 1500, 2500, 2600, 7000, 9000)):
+        lazy.feed_planned(plans[0], hi)
+        synced.feed_planned(plans[1], hi)
+        synced._sync()
+        assert lazy.delivery_delays_s() == synced.delivery_delays_s(), hi
+        if k == 3:
+            lazy._sync()  # histories partly synced: the plan's rows go after them
+    assert plans[0].synced == 2500 and set(lazy.delivery_delays_s()) == set(names)
+
+
+def test_stack_rows_is_np_array_of_the_rows() -> None:
+    from collections import deque
+
+    from sim_real_bridge.core.engine import stack_rows
+
+    rng = np.random.default_rng(5)
+    block = rng.standard_normal((40, 21))
+    block[3, 2] = np.nan
+    views = [row[:7] for row in block]  # the engine's calibration rows: views into blocks
+    cases = [views, deque(np.abs(r) for r in views), [rng.standard_normal(3) for _ in range(5)]]
+    for rows in cases:
+        got = stack_rows(rows)
+        assert got.flags.writeable and got.dtype == np.float64
+        np.testing.assert_array_equal(got, np.array(rows))
+    others = [
+        [np.arange(3.0), np.arange(2.0), np.arange(4.0)],  # ragged, the same bytes in all
+        [row[::3] for row in block[:4]],  # not contiguous
+        [np.arange(4.0), np.arange(4, dtype=np.float32)],  # another dtype after the first
+        [np.arange(4, dtype=np.float32)] * 3,
+        [[1.0, 2.0], [3.0, 4.0]],
+        [np.zeros(0), np.zeros(0)],
+        [],
+    ]
+    for rows in others:
+        try:
+            want = np.array(rows)
+        except ValueError:
+            with pytest.raises(ValueError):
+                stack_rows(rows)
+            continue
+        got = stack_rows(rows)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+
+
 def test_malformed_input_is_counted_not_raised() -> None:
     engine = DivergenceEngine()
     assert engine.on_joint_state("sim", 0, 1, NAMES, np.zeros(7), np.zeros(7), np.zeros(7))

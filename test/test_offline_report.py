@@ -360,3 +360,41 @@ def test_plain_dict_traces_serialise_as_plotly_writes_them() -> None:
                           "xaxis": {"title": {"text": "s"}, "range": [0, 1]}}
     with pytest.raises(ConfigError, match="no subplot at row 2"):
         plot_spec.subplots(rows=1, cols=1).axis_refs(2, 1)
+
+
+def test_contact_traces_take_each_phase_as_its_labels_say() -> None:
+    run = synthetic_run(duration_s=20.0, rate_hz=100.0)
+    c = run.contact
+    n = c.t_s.size
+    c.real_phase = np.array(["free", "grip", "slide", "grip"] * (n // 4) + ["free"] * (n % 4))
+    labels = c.phase_labels()
+    titles = ("Residual distribution by contact phase", "Contact residual over time")
+    boxes, lines = (f["data"] for f in _figures(render_report(run, max_points=10 * n))
+                    if f["layout"].get("title", {}).get("text", "").startswith(titles))
+    channels = [c.force_residual_n, c.torque_residual_nm]
+    phases = list(dict.fromkeys(labels.tolist()))
+    assert len(phases) == 6 and len(lines) == len(channels) * len(phases)
+    for k, (values, ph) in enumerate((v, ph) for v in channels for ph in phases):
+        want = np.where(labels == ph, values, np.nan).astype(np.float32)
+        got = np.frombuffer(base64.b64decode(lines[k]["y"]["bdata"]), "<f4")
+        assert lines[k]["name"] == ph and np.array_equal(got, want, equal_nan=True)
+        box = next(b for b in boxes if b["xaxis"] == ("x" if k < len(phases) else "x2") and b["name"] == ph)
+        sel = values[(labels == ph) & np.isfinite(values)]
+        assert box["median"] == [float(np.percentile(sel, 50))] and box["hovertext"] == f"{ph}: {sel.size} samples"
+
+
+def test_arrays_drawn_again_are_encoded_once_with_the_same_text() -> None:
+    from sim_real_bridge.offline import plot_spec
+
+    rng = np.random.default_rng(4)
+    t = np.arange(500, dtype=np.float32)
+    ys = [rng.standard_normal(500).astype(np.float32) for _ in range(3)]
+    late = t.copy()
+    late[-1] = -1.0  # equal length, equal up to the last byte
+    figs = [plot_spec.Figure([plot_spec.scatter(x=t, y=y) for y in ys]),
+            plot_spec.Figure([plot_spec.scatter(x=late, y=ys[0]), plot_spec.scatter(x=t[:10], y=t.copy())])]
+    encoded: plot_spec.Encoded = {}
+    for fig in figs:
+        assert plot_spec.to_json(fig, script_safe=True, encoded=encoded) == plot_spec.to_json(fig, script_safe=True)
+    made = [raw for texts in encoded.values() for raw, _ in texts]
+    assert sorted(made) == sorted({a.tobytes() for a in (t, *ys, late, t[:10])})

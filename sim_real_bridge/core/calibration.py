@@ -127,21 +127,23 @@ def fit_joint_calibration(
     # Only samples whose delayed instant still falls inside the recording are usable.
     usable = mask & (t_rel - delays[-1] >= 0.0)
     results = []
-    finite_all = np.isfinite(qs) & np.isfinite(qr)
+    # One joint a contiguous row: its selections below are plain 1-D masks.
+    qs_rows, qr_rows = qs.T.copy(), qr.T.copy()
+    finite_all = np.isfinite(qs_rows) & np.isfinite(qr_rows)
     # The delayed sample times of the grid, kept while joints share their usable samples.
     grid_sel: np.ndarray | None = None
     grid_times = np.zeros(0)
     for j in range(n_joints):
-        finite = finite_all[:, j]
+        finite = finite_all[j]
         sel = usable & finite
         n_sel = int(sel.sum())
         if n_sel < max(int(min_samples), 3) or int(finite.sum()) < 2:
             results.append(JointCalibration(names[j], math.nan, math.nan, math.nan, math.nan, math.nan, n_sel))
             continue
         src_t = t_rel[finite]
-        src_q = qs[finite, j]
-        y = qr[sel, j]
-        before = float(np.sqrt(np.mean((y - qs[sel, j]) ** 2)))
+        src_q = qs_rows[j][finite]
+        y = qr_rows[j][sel]
+        before = float(np.sqrt(np.mean((y - qs_rows[j][sel]) ** 2)))
 
         def sse_at(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             x = np.interp((t_rel[sel][None, :] - d[:, None]).ravel(), src_t, src_q).reshape(d.size, -1)

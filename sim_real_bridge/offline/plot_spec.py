@@ -184,21 +184,38 @@ _PAYLOAD = "@bdata@"
 _PAYLOAD_JSON = json.dumps(_PAYLOAD)
 
 
-def _typed(value: np.ndarray, payloads: list[str] | None = None) -> Any:
+# Base64 texts made for a page, by the length of their data: [(data, text), ...].
+Encoded = dict[int, list[tuple[bytes, str]]]
+
+
+def _base64(raw: bytes, encoded: Encoded | None) -> str:
+    """``raw`` in base64; with ``encoded``, the text made before for equal data, if any."""
+    if encoded is None:
+        return base64.b64encode(raw).decode("ascii")
+    made = encoded.setdefault(len(raw), [])
+    for known, text in made:
+        if known == raw:  # (a byte comparison, stopping at the first difference: no hash of every byte)
+            return text
+    text = base64.b64encode(raw).decode("ascii")
+    made.append((raw, text))
+    return text
+
+
+def _typed(value: np.ndarray, payloads: list[str] | None = None, encoded: Encoded | None = None) -> Any:
     """A numpy array as a plotly.js typed array spec (lists for other dtypes); with
-    ``payloads``, its data goes there and the spec holds :data:`_PAYLOAD` instead."""
+    ``payloads``, its data goes there and the spec holds :data:`_PAYLOAD` instead;
+    with ``encoded``, data encoded before (see :func:`to_json`) is not encoded again."""
     code = _TYPED.get(str(value.dtype))
     if code is None or value.size == 0 or value.ndim != 1:
-        return _plain(value.tolist(), payloads)
-    data = np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<"))
-    encoded = base64.b64encode(data.tobytes()).decode("ascii")
+        return _plain(value.tolist(), payloads, encoded)
+    text = _base64(np.ascontiguousarray(value, dtype=value.dtype.newbyteorder("<")).tobytes(), encoded)
     if payloads is None:
-        return {"dtype": code, "bdata": encoded}
-    payloads.append(encoded)
+        return {"dtype": code, "bdata": text}
+    payloads.append(text)
     return {"dtype": code, "bdata": _PAYLOAD}
 
 
-def _plain(value: Any, payloads: list[str] | None = None) -> Any:
+def _plain(value: Any, payloads: list[str] | None = None, encoded: Encoded | None = None) -> Any:
     """JSON-ready: arrays typed, numpy scalars Python, non-finite floats null (as plotly.py)."""
     kind = type(value)
     # The plain JSON types first: they are nearly every value of a figure.
@@ -207,11 +224,11 @@ def _plain(value: Any, payloads: list[str] | None = None) -> Any:
     if kind is float:
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _plain(v, payloads) for k, v in value.items()}
+        return {k: _plain(v, payloads, encoded) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v, payloads) for v in value]
+        return [_plain(v, payloads, encoded) for v in value]
     if isinstance(value, np.ndarray):
-        return _typed(value, payloads)
+        return _typed(value, payloads, encoded)
     if isinstance(value, (np.floating, np.integer, np.bool_)):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
@@ -224,19 +241,23 @@ def _script_safe(text: str) -> str:
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
-def to_json(fig: Figure | Mapping[str, Any], script_safe: bool = False) -> str:
+def to_json(fig: Figure | Mapping[str, Any], script_safe: bool = False,
+            encoded: Encoded | None = None) -> str:
     """The figure as JSON for ``Plotly.newPlot`` (``{"data": ..., "layout": ...}``).
 
     Args:
         fig: the figure, or its dict.
         script_safe: escape ``&``, ``<`` and ``>`` (as ``\\u0026``...), for a <script> element.
+        encoded: the base64 texts of array data made so far, kept across the figures of
+            a page (an empty dict to start): an array drawn again (the same times in
+            every trace) is encoded once.
     """
     spec = fig.to_dict() if isinstance(fig, Figure) else fig
     payloads: list[str] = []
-    text = json.dumps(_plain(spec, payloads), separators=(",", ":"), allow_nan=False)
+    text = json.dumps(_plain(spec, payloads, encoded), separators=(",", ":"), allow_nan=False)
     pieces = text.split(_PAYLOAD_JSON)
     if len(pieces) != len(payloads) + 1:  # a text of the figure is the stand-in itself
-        text = json.dumps(_plain(spec), separators=(",", ":"), allow_nan=False)
+        text = json.dumps(_plain(spec, None, encoded), separators=(",", ":"), allow_nan=False)
         return _script_safe(text) if script_safe else text
     if script_safe:
         pieces = [_script_safe(piece) for piece in pieces]

@@ -518,6 +518,7 @@ def _column(records: list[Any], name: str, dtype: type = float) -> np.ndarray:
 
 def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: dict[str, Any],
                  labels: dict[str, Any], warnings: list[str], realtime_factor: float | None) -> Any:
+    from sim_real_bridge.core.engine import stack_rows
     from sim_real_bridge.offline.report_data import (
         CalibrationRow,
         ContactSeries,
@@ -532,28 +533,25 @@ def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: 
     contacts: list[Any] = []
     poses: list[Any] = []
     for _, out in outcome.ticks:
-        if out.joints:
-            joints += out.joints
-        if out.contacts:
-            contacts += out.contacts
-        if out.poses:
-            poses += out.poses
+        joints += out.joints
+        contacts += out.contacts
+        poses += out.poses
     def seconds(records: list[Any]) -> np.ndarray:
         return engine.to_seconds(_column(records, "stamp_ns", np.int64))
 
     joint_series = timing = contact = pose = None
     if joints:
         t = seconds(joints)
-        joint_series = JointSeries(t, np.array([r.position_residual_rad for r in joints]),
-                                   np.array([r.velocity_residual_rad_s for r in joints]),
-                                   np.array([r.effort_residual for r in joints]))
+        joint_series = JointSeries(t, stack_rows([r.position_residual_rad for r in joints]),
+                                   stack_rows([r.velocity_residual_rad_s for r in joints]),
+                                   stack_rows([r.effort_residual for r in joints]))
         timing = TimingSeries(t, _column(joints, "clock_offset_s"), _column(joints, "latency_s"),
                               _column(joints, "clock_offset_std_s"), _column(joints, "latency_std_s"))
     if contacts:
         contact = ContactSeries(seconds(contacts), _column(contacts, "force_residual_norm_n"),
                                 _column(contacts, "torque_residual_norm_nm"),
-                                np.array([r.sim_contact_phase == 1 for r in contacts]),
-                                np.array([r.real_contact_phase == 1 for r in contacts]))
+                                _column(contacts, "sim_contact_phase") == 1,
+                                _column(contacts, "real_contact_phase") == 1)
     if poses:
         pose = PoseSeries(seconds(poses), _column(poses, "ee_position_error_norm_m"),
                           _column(poses, "ee_orientation_error_rad"))

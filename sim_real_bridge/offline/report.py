@@ -128,6 +128,7 @@ class _Page:
         self.sections = list(sections)
         self.body: dict[str, list[str]] = {s: [] for s in sections}
         self._n_figs = 0
+        self._encoded: ps.Encoded = {}  # plot data's base64 texts, for ps.to_json
 
     def add(self, section: str, fragment: str) -> None:
         self.body[section].append(fragment)
@@ -147,7 +148,7 @@ class _Page:
                          automargin=True)
         if shapes:
             fig.layout["shapes"] = list(fig.layout.get("shapes", ())) + list(shapes)
-        spec = ps.to_json(fig, script_safe=True)
+        spec = ps.to_json(fig, script_safe=True, encoded=self._encoded)
         self.add(
             section,
             f'<div class="plot" id="{fig_id}" style="height:{height}px"></div>'
@@ -332,16 +333,21 @@ def _contact(page: _Page, data: RunReportData, max_points: int) -> None:
     if c is None:
         page.add("contact", _note("No wrench residuals in this run."))
         return
-    labels = c.phase_labels()
-    phases = list(dict.fromkeys(labels.tolist()))
+    labels = c.phase_labels().tolist()
+    phases = list(dict.fromkeys(labels))
     colors = {ph: _PHASE_COLORS[i % len(_PHASE_COLORS)] for i, ph in enumerate(phases)}
+    # Each sample's phase as its index in phases: one pass over the labels, where comparing
+    # the label array with every phase, for every channel, compares strings char by char.
+    index = {ph: i for i, ph in enumerate(phases)}
+    codes = np.fromiter(map(index.__getitem__, labels), np.intp, len(labels))
+    in_phase = {ph: codes == i for ph, i in index.items()}
     channels = [("force residual (N)", c.force_residual_n)]
     if c.torque_residual_nm is not None:
         channels.append(("torque residual (N m)", c.torque_residual_nm))
     fig = ps.subplots(rows=1, cols=len(channels), subplot_titles=[_esc(ch) for ch, _ in channels])
     for col, (_label, values) in enumerate(channels, start=1):
         for ph in phases:
-            sel = values[(labels == ph) & np.isfinite(values)]
+            sel = values[in_phase[ph] & np.isfinite(values)]
             if sel.size == 0:
                 continue
             st = _box_stats(sel)
@@ -357,7 +363,7 @@ def _contact(page: _Page, data: RunReportData, max_points: int) -> None:
     fig = ps.subplots(rows=len(channels), cols=1, shared_xaxes=True, vertical_spacing=0.08)
     for row, (label, values) in enumerate(channels, start=1):
         for ph in phases:
-            masked = np.where(labels == ph, values, np.nan)
+            masked = np.where(in_phase[ph], values, np.nan)
             fig.add_trace(_time_trace(c.t_s, masked, max_points, name=_esc(ph), legendgroup=_esc(ph),
                                       showlegend=row == 1, connectgaps=False,
                                       line={"width": 1.1, "color": colors[ph]}), row=row, col=1)
