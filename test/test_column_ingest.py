@@ -472,3 +472,50 @@ def test_planned_ticks_fed_in_order_leave_the_per_message_state() -> None:
             assert _state(planned) == _state(by_row), t
     assert in_order > 0.9 * len(times)
     assert by_row.rejected and by_row.command_count == 3
+
+
+def test_each_record_field_holds_what_it_names() -> None:
+    """The engine makes its records with positional fields: each must hold what its name
+    says, planned or per tick. The real arm lags (position residual, not velocity), its
+    end effector is shifted along x and turned 0.1 rad, its object shifted along y."""
+    streams = _streams(seed=4)
+    for k, s in enumerate(streams):
+        if isinstance(s, PoseStream) and s.side == "real":
+            ee = s.stream == "ee_pose"
+            quat = np.tile([np.cos(0.05), np.sin(0.05), 0.0, 0.0] if ee else [1.0, 0.0, 0.0, 0.0], (s.recv_ns.size, 1))
+            shift = [0.01, 0.0, 0.0] if ee else [0.0, 0.03, 0.0]
+            streams[k] = PoseStream(s.side, s.stream, s.recv_ns, s.stamp_ns, s.frame_ids, s.position_m + shift, quat)
+    for outcome in _both(streams):
+        joints = [r for _, tick in outcome.ticks for r in tick.joints]
+        contacts = [r for _, tick in outcome.ticks for r in tick.contacts]
+        poses = [r for _, tick in outcome.ticks for r in tick.poses]
+        assert len(joints) > 400 and len(contacts) > 400 and len(poses) > 200
+        late = joints[len(joints) // 2:]
+        for r in joints:
+            assert r.names == tuple(NAMES) and r.latency_compensated is False
+            assert r.position_residual_rad.shape == r.velocity_residual_rad_s.shape == r.effort_residual.shape == (7,)
+            assert r.clock_offset_std_s >= 0 and r.latency_std_s >= 0
+        moving = [r for r in late if np.isfinite(r.position_residual_rad).all()]
+        # Positions 0.01 rad above the sim's (and lagged); the same speeds, lagged.
+        assert np.mean([r.position_residual_rad.mean() for r in moving]) > 0.005
+        assert abs(np.mean([r.velocity_residual_rad_s.mean() for r in moving])) < 0.002
+        assert all(not np.array_equal(r.effort_residual, r.position_residual_rad) for r in moving)
+        assert abs(late[-1].latency_s - 0.03) < 0.015 and abs(late[-1].clock_offset_s) < 0.005
+        for r in contacts:
+            np.testing.assert_array_equal(r.residual_force_n, r.real_force_n - r.sim_force_n)
+            np.testing.assert_array_equal(r.residual_torque_nm, r.real_torque_nm - r.sim_torque_nm)
+            assert r.force_residual_norm_n == pytest.approx(np.linalg.norm(r.residual_force_n))
+            assert r.torque_residual_norm_nm == pytest.approx(np.linalg.norm(r.residual_torque_nm))
+            assert np.linalg.norm(r.sim_force_n) > 5 > np.linalg.norm(r.sim_torque_nm)  # ~9 N of weight, ~0.01 N m
+            assert r.sim_contact_phase in (0, 1) and r.real_contact_phase in (0, 1)
+        assert {r.real_contact_phase for r in contacts} == {0, 1}  # the push
+        for r in poses:
+            np.testing.assert_allclose(r.ee_position_error_m, [0.01, 0.0, 0.0], atol=1e-4)  # (the arms move)
+            np.testing.assert_array_equal(r.ee_position_error_m, r.real_ee_position_m - r.sim_ee_position_m)
+            assert r.ee_position_error_norm_m == pytest.approx(np.linalg.norm(r.ee_position_error_m))
+            assert r.ee_orientation_error_rad == pytest.approx(0.1, abs=1e-9)
+            assert r.real_ee_orientation_wxyz[1] == pytest.approx(np.sin(0.05)) and r.sim_ee_orientation_wxyz[0] == 1.0
+            assert r.has_object and r.object_position_error_norm_m == pytest.approx(0.03, abs=1e-4)
+            assert r.real_object_position_m[1] - r.sim_object_position_m[1] == pytest.approx(0.03)
+            assert r.object_orientation_error_rad == pytest.approx(0.0, abs=1e-9)
+            assert r.sim_object_position_m[2] - r.sim_ee_position_m[2] == pytest.approx(0.1)  # the object 0.1 m above

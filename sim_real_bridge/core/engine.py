@@ -2448,12 +2448,11 @@ class DivergenceEngine:
         offset_s, offset_std_s = self._offset()
         if joint_record:
             latency_s, latency_std_s = self._latency()
+            # The records are made with positional fields, in their order (keywords cost
+            # twice the construction; test_column_ingest holds each field's value).
             record = JointDivergenceRecord(
-                stamp_ns=t, names=self.joint_names or (), position_residual_rad=q_res,
-                velocity_residual_rad_s=qd_res, effort_residual=eff_res,
-                clock_offset_s=offset_s, clock_offset_std_s=offset_std_s,
-                latency_s=latency_s, latency_std_s=latency_std_s,
-                latency_compensated=False,
+                t, self.joint_names or (), q_res, qd_res, eff_res,  # residuals: position, velocity, effort
+                offset_s, offset_std_s, latency_s, latency_std_s, False,  # clock offset, latency, compensated
             )
             if self.joint_record_sink is not None:
                 self.joint_record_sink(record)
@@ -2659,34 +2658,25 @@ class DivergenceEngine:
             self._next_contact_ns = t + k.contact_period_ns
             if wrench_valid:
                 self._pending.contacts.append(ContactRecord(
-                    stamp_ns=t, sim_force_n=sim_w[:3], sim_torque_nm=sim_w[3:],
-                    real_force_n=real_w[:3], real_torque_nm=real_w[3:],
-                    residual_force_n=contact_force_res, residual_torque_nm=torque_res_vec,
-                    force_residual_norm_n=contact_force_norm,
-                    torque_residual_norm_nm=torque_norm,
-                    sim_contact_phase=PHASE_CONTACT if sim_contact else PHASE_FREE,
-                    real_contact_phase=PHASE_CONTACT if real_contact else PHASE_FREE,
+                    t, sim_w[:3], sim_w[3:], real_w[:3], real_w[3:],  # sim force, torque; real force, torque
+                    contact_force_res, torque_res_vec, contact_force_norm, torque_norm,  # residuals, their norms
+                    PHASE_CONTACT if sim_contact else PHASE_FREE, PHASE_CONTACT if real_contact else PHASE_FREE,
                 ))
         if self._next_pose_ns is None or t >= self._next_pose_ns:
             self._next_pose_ns = t + k.pose_period_ns
             if ee_both:
-                has_obj = obj_both
-                # Object fields given when known (their defaults would be made, then replaced).
-                object_fields = {} if not has_obj else {
-                    "sim_object_position_m": obj_sim[:3], "sim_object_orientation_wxyz": obj_sim[3:],
-                    "real_object_position_m": obj_real[:3], "real_object_orientation_wxyz": obj_real[3:],
-                    "object_position_error_norm_m": obj_err,
-                    "object_orientation_error_rad": (obj_angle if obj_angle is not None
-                                                     else _quat_angle(obj_real[3:], obj_sim[3:])),
-                }
-                self._pending.poses.append(PoseDivergenceRecord(
-                    stamp_ns=t, sim_ee_position_m=ee_sim[:3], sim_ee_orientation_wxyz=ee_sim[3:],
-                    real_ee_position_m=ee_real[:3], real_ee_orientation_wxyz=ee_real[3:],
-                    ee_position_error_m=ee_err, ee_position_error_norm_m=ee_err_norm,
-                    ee_orientation_error_rad=(ee_angle if ee_angle is not None
-                                              else _quat_angle(ee_real[3:], ee_sim[3:])),
-                    has_object=has_obj, **object_fields,
-                ))
+                ee_fields = (
+                    t, ee_sim[:3], ee_sim[3:], ee_real[:3], ee_real[3:],  # sim position, orientation; real's
+                    ee_err, ee_err_norm, ee_angle if ee_angle is not None else _quat_angle(ee_real[3:], ee_sim[3:]),
+                )
+                if obj_both:
+                    record = PoseDivergenceRecord(
+                        *ee_fields, True, obj_sim[:3], obj_sim[3:], obj_real[:3], obj_real[3:],  # as the ee's
+                        obj_err, obj_angle if obj_angle is not None else _quat_angle(obj_real[3:], obj_sim[3:]),
+                    )
+                else:  # (the object fields' defaults)
+                    record = PoseDivergenceRecord(*ee_fields)
+                self._pending.poses.append(record)
 
     def _side_moving(self, side: str, t: int) -> dict[str, bool]:
         """Whether each stream of a side changed over the last frozen-detection window."""
