@@ -389,6 +389,24 @@ def test_list_smoothing_equals_the_masked_numpy_form() -> None:
     assert _max_list([1.0, np.inf]) == np.inf
 
 
+def test_smoothed_squares_never_hold_nan_while_some_of_the_past_is_kept() -> None:
+    """The engine takes max for _max_list on its smoothed squared residuals: squares
+    (inf where they overflow, never NaN), smoothed with 1 - alpha > 0, never become NaN;
+    with alpha 1 (nothing kept) an inf would, which is why it then keeps _max_list."""
+    from sim_real_bridge.core.engine import _max_list, _smooth_list
+
+    rng = np.random.default_rng(11)
+    for alpha in (0.04, 0.5, 0.999):
+        state = None
+        for _ in range(300):
+            value = rng.uniform(0, 2, 7) ** 2
+            value[rng.random(7) < 0.1] = np.inf
+            value[rng.random(7) < 0.1] = 1e308
+            state = _smooth_list(state, value.tolist(), alpha)
+            assert not any(np.isnan(state)) and max(state) == _max_list(state)
+    assert np.isnan(_max_list(_smooth_list([np.inf, 1.0], [1.0, 1.0], 1.0)))
+
+
 def test_planned_motion_windows_equal_the_per_tick_test() -> None:
     """_plan_moving's window max/min form gives _side_moving's verdict at every grid time:
     windows at the stream's end, gaps, NaN values and a still stream included."""

@@ -1450,7 +1450,10 @@ def _sub3(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
 
 def _smooth_list(prev: list[float] | None, value: list[float], alpha: float) -> list[float]:
     """Exponential smoothing of float lists: ``(1 - alpha) * prev + alpha * value`` where
-    value is finite, prev where not (a non-finite sample leaves its entry); value at first."""
+    value is finite, prev where not (a non-finite sample leaves its entry); value at first.
+
+    Lists of values without NaN stay so while ``1 - alpha > 0``: only finite values are
+    added, and (1 - alpha) * inf is inf (the engine's squared residuals: no NaN ever)."""
     if prev is None:
         return value
     keep = 1 - alpha
@@ -2529,15 +2532,23 @@ class DivergenceEngine:
                 res_sq = _smooth_list(res_sq, q_sq_l, alpha)
                 eff_sq = _smooth_list(eff_sq, eff_sq_l, alpha)
             self._res_sq, self._eff_sq = res_sq, eff_sq
-        joint_residual = math.sqrt(_max_list(res_sq)) if res_sq is not None else 0.0
-        effort_residual = math.sqrt(_max_list(eff_sq)) if eff_sq is not None else 0.0
+        if res_sq is None or eff_sq is None:
+            joint_residual = effort_residual = 0.0
+        elif k.smooth_keep > 0:  # (no NaN in the lists then: see _smooth_list; max is _max_list)
+            joint_residual, effort_residual = math.sqrt(max(res_sq)), math.sqrt(max(eff_sq))
+        else:
+            joint_residual, effort_residual = math.sqrt(_max_list(res_sq)), math.sqrt(_max_list(eff_sq))
 
         # smoothed wrench residuals (an F/T bias shows as a force the joints do not feel)
         torque_res_vec = _NAN3
         if wrench_valid:
             torque_res_vec = torque_res
-            self._force_res = _ema3(self._force_res, raw_force_l, alpha)
-            self._torque_res = _ema3(self._torque_res, torque_res_l, alpha)
+            # (_ema3 written out)
+            keep = k.smooth_keep
+            (fx, fy, fz), (rx, ry, rz) = self._force_res, raw_force_l
+            self._force_res = (keep * fx + alpha * rx, keep * fy + alpha * ry, keep * fz + alpha * rz)
+            (tx, ty, tz), (rx, ry, rz) = self._torque_res, torque_res_l
+            self._torque_res = (keep * tx + alpha * rx, keep * ty + alpha * ry, keep * tz + alpha * rz)
 
         # stalled joints
         stalled: tuple[str, ...] = ()
