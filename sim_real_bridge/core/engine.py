@@ -1651,6 +1651,8 @@ class _AnalysisConstants:
     dynamics_min_explained: float
     contact_period_ns: int
     pose_period_ns: int
+    horizon_ns: int
+    backlog_ns: int
 
     @classmethod
     def of(cls, cfg: EngineConfig, dt_ns: int) -> "_AnalysisConstants":
@@ -1665,6 +1667,7 @@ class _AnalysisConstants:
             unexplained_residual_rad=cfg.attribution.unexplained_residual_rad,
             dynamics_min_explained=cfg.attribution.dynamics_min_explained,
             contact_period_ns=int(round(1e9 / cfg.contact_rate_hz)), pose_period_ns=int(round(1e9 / cfg.pose_rate_hz)),
+            horizon_ns=int(cfg.horizon_s * 1e9), backlog_ns=int(cfg.max_backlog_s * 1e9),
         )
 
 
@@ -1729,7 +1732,7 @@ class DivergenceEngine:
         self._tool_weight: dict[str, tuple[float, float, float] | None] = {"world": None, "sensor": None}
         self._last_t_ns: int | None = None
         self._contact = {s: False for s in SIDES}
-        self._constants: _AnalysisConstants | None = None  # made at the first analysis
+        self._constants = _AnalysisConstants.of(cfg, self._dt_ns)
         self._sim_contact_last_ns: int | None = None
         self._stall_s: np.ndarray | None = None
         self._stall_any = False  # whether any _stall_s is above 0
@@ -2190,17 +2193,17 @@ class DivergenceEngine:
     def tick(self, now_ns: int) -> TickOutput:
         """Analyse every grid time that is ready at now_ns; return outputs since last tick."""
         now_ns = int(now_ns)
-        cfg = self.config
         self._last_tick_ns = now_ns
         joints = self._joints
-        if self.joint_names is not None and len(joints["sim"]) and len(joints["real"]):
+        sim_q, real_q = joints.get("sim"), joints.get("real")
+        if self.joint_names is not None and sim_q._n > sim_q._start and real_q._n > real_q._start:  # (both seen)
             if self._next_t_ns is None:
                 first = max(int(self._joints[s].times[0]) for s in SIDES)
                 self._next_t_ns = -(-first // self._dt_ns) * self._dt_ns
-            backlog_ns = int(cfg.max_backlog_s * 1e9)
+            backlog_ns = self._constants.backlog_ns
             if self._next_t_ns < now_ns - backlog_ns:
                 self._next_t_ns = -(-(now_ns - backlog_ns) // self._dt_ns) * self._dt_ns
-            horizon_ns = int(cfg.horizon_s * 1e9)
+            horizon_ns = self._constants.horizon_ns
             streams: list[tuple[_Series, StreamHealth]] | None = None  # built only when a grid time is due
             # At a planned tick fed in order, _ready's test of a recent grid time was computed for it.
             ticks = self._ticks
@@ -2228,7 +2231,8 @@ class DivergenceEngine:
                 # Histories are trimmed now and then (buffer_s is far longer than any query reaches).
                 self._trimmed_ns = self._next_t_ns
                 self._trim(self._next_t_ns)
-        self._find_motion_onset()
+        if not self._onset_done:
+            self._find_motion_onset()
         out, self._pending = self._pending, TickOutput()
         return out
 
@@ -2421,8 +2425,6 @@ class DivergenceEngine:
     def _analyse(self, t: int) -> None:
         cfg = self.config
         k = self._constants
-        if k is None:
-            k = self._constants = _AnalysisConstants.of(cfg, self._dt_ns)
         self.analysis_count += 1
         j = len(self.joint_names or ())
         dt_s = k.dt_s
