@@ -1457,8 +1457,6 @@ def _smooth_list(prev: list[float] | None, value: list[float], alpha: float) -> 
     if prev is None:
         return value
     keep = 1 - alpha
-    if math.isfinite(sum(value)):  # (the usual: every value finite, one test for all)
-        return [keep * a + alpha * b for a, b in zip(prev, value, strict=True)]
     return [keep * a + alpha * b if math.isfinite(b) else a for a, b in zip(prev, value, strict=True)]
 
 
