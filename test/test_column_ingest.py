@@ -248,9 +248,8 @@ def _state(engine) -> dict:
                     list(h._marks), None if h._last_values is None else h._last_values.tolist())
     for side in SIDES:
         clock = engine._clock[side]
-        reads = (clock.offset_ns, clock.spread_s, clock.delivery_delays_s(), clock._count)
-        clock._sync()  # (as map does: delivery_delays_s reads a plan without syncing it)
-        out[("clock", side)] = (*reads, dict(clock._last_stamp), dict(clock._epoch))
+        out[("clock", side)] = (clock.offset_ns, clock.spread_s, clock.delivery_delays_s(), clock._count,
+                                dict(clock._last_stamp), dict(clock._epoch))
         series = [engine._joints[side], engine._wrench[side]] + [engine._poses[(side, k)] for k in POSE_KINDS]
         out[("series", side)] = [(len(s), s.last_ns, s.last_recv_ns, s.times.tolist()) for s in series]
     return out
@@ -330,12 +329,12 @@ def test_a_plan_row_fills_every_slot_of_the_per_tick_reads_in_order() -> None:
         setattr(pure, name, k)
     assert pure.as_row() == tuple(range(len(names)))
     # _analyse unpacks a row (planned, or as_row of the per-tick reads) into locals of the
-    # same names, in the same order: both unpackings must list the slots as they are.
+    # same names, in the same order: its unpacking must list the slots as they are.
     tree = ast.parse(textwrap.dedent(inspect.getsource(DivergenceEngine._analyse)))
     unpacked = [[elt.id for elt in node.targets[0].elts] for node in ast.walk(tree)
                 if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple)
                 and len(node.targets[0].elts) > 10]
-    assert unpacked == [list(names), list(names)]
+    assert unpacked == [list(names)]
 
 
 def test_rotation_angles_on_columns_equal_the_per_tick_ones() -> None:

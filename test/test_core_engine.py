@@ -223,9 +223,10 @@ def test_summary_percentiles_are_each_series_own(latency) -> None:
     assert checked >= 4
 
 
-def test_delivery_delays_read_from_a_plan_equal_the_synced_histories() -> None:
-    # delivery_delays_s reads planned rows not synced yet from the plan itself; a synced
-    # twin must give the same statistics at every point (histories of 2000 overflowing).
+def test_a_planned_clock_synced_now_and_then_keeps_the_histories_of_the_per_sample_map() -> None:
+    # Planned rows reach the delay histories when read (_sync): at every point the
+    # statistics, stamps and epochs equal those of a map fed sample by sample (histories
+    # of 2000 overflowing, rows synced in several runs).
     from sim_real_bridge.core.engine import _ClockMap
 
     rng = np.random.default_rng(6)
@@ -234,23 +235,25 @@ def test_delivery_delays_read_from_a_plan_equal_the_synced_histories() -> None:
     stamp = recv - rng.integers(1_000_000, 9_000_000, n)
     ids = rng.choice(3, n, p=[0.6, 0.35, 0.05])
     names = ["joint_states", "wrench", "ee_pose"]
-    lazy, synced = _ClockMap(0.01, 10**9), _ClockMap(0.01, 10**9)
-    plans = [clock.plan(stamp, recv, ids, names) for clock in (lazy, synced)]
-    assert plans[0] is not None and plans[1] is not None
-    for k, hi in enumerate((3, 50, 1500, 2500, 2600, 7000, 9000)):
-        lazy.feed_planned(plans[0], hi)
-        synced.feed_planned(plans[1], hi)
-        synced._sync()
-        assert lazy.delivery_delays_s() == synced.delivery_delays_s(), hi
-        if k == 3:
-            lazy._sync()  # histories partly synced: the plan's rows go after them
-    assert plans[0].synced == 2500 and set(lazy.delivery_delays_s()) == set(names)
+    planned, by_sample = _ClockMap(0.01, 10**9), _ClockMap(0.01, 10**9)
+    plan = planned.plan(stamp, recv, ids, names)
+    assert plan is not None
+    fed = 0
+    for hi in (3, 50, 1500, 2500, 2600, 7000, 9000):
+        planned.feed_planned(plan, hi)
+        for i in range(fed, hi):
+            by_sample.map(int(stamp[i]), int(recv[i]), names[ids[i]])
+        fed = hi
+        assert planned.delivery_delays_s() == by_sample.delivery_delays_s(), hi
+        assert planned._last_stamp == by_sample._last_stamp and planned._epoch == by_sample._epoch, hi
+        assert plan.synced == hi
+    assert set(planned.delivery_delays_s()) == set(names)
 
 
 def test_stack_rows_is_np_array_of_the_rows() -> None:
     from collections import deque
 
-    from sim_real_bridge.core.engine import stack_rows
+    from sim_real_bridge.core.rows import stack_rows
 
     rng = np.random.default_rng(5)
     block = rng.standard_normal((40, 21))

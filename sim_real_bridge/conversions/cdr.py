@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from sim_real_bridge.core.rows import join_rows
+
 _HEADER = 4  # encapsulation: 0x00 0x01 = CDR little endian, then 2 option bytes
 _U32 = struct.Struct("<I")
 _STAMP = struct.Struct("<iI")
@@ -180,11 +182,10 @@ class _Writer:
         self.buf += data
 
     def header(self, stamp_ns: int, frame_id: str, mark: str | None = "stamp") -> None:
-        sec, nanosec = divmod(int(stamp_ns), 1_000_000_000)
         self.align(4)
         if self.marks is not None:
             self.mark(mark)
-        self.buf += _STAMP.pack(sec, nanosec)
+        self.time(stamp_ns)
         self.string(frame_id)
 
     def f64s(self, values: Any, mark: str | None = None) -> None:
@@ -270,29 +271,14 @@ def _rows(values: list[Any]) -> np.ndarray:
     return np.array(values, dtype=float)
 
 
-#: The float64 of the messages; a native float64 array equals it on little-endian hosts.
-_LE_F64 = np.dtype("<f8")
-
-
 def _joined(records: Sequence[Any], names: tuple[str, ...], width: int) -> np.ndarray | None:
     """Fields ``names`` of every record side by side, (n, len(names) * width) float64, when
-    every one is a contiguous float64 array of exactly ``width`` values; else None.
-
-    One join of the arrays' bytes: np.concatenate converts and checks each small array
-    (twice the time for the thousands of rows a replay has). The length, size and dtype
-    checks make the bytes those of np.concatenate (read-only result).
-    """
+    every one is a contiguous float64 array of exactly ``width`` values (:func:`join_rows`:
+    the bytes of np.concatenate); else None."""
     arrays = list(itertools.chain.from_iterable(map(operator.attrgetter(*names), records))) if len(names) > 1 \
         else list(map(operator.attrgetter(names[0]), records))
-    count = len(arrays)
-    try:
-        data = b"".join(arrays)  # TypeError: not a C-contiguous buffer
-        if (len(data) != 8 * width * count or list(map(len, arrays)).count(width) != count
-                or list(map(operator.attrgetter("dtype"), arrays)).count(_LE_F64) != count):
-            return None
-    except (TypeError, BufferError, AttributeError):
-        return None
-    return np.frombuffer(data, dtype=_LE_F64).reshape(len(records), len(names) * width)
+    joined = join_rows(arrays, width)
+    return None if joined is None else joined.reshape(len(records), len(names) * width)
 
 
 def _stack(records: Sequence[Any], names: str | tuple[str, ...], width: int) -> np.ndarray:
@@ -624,8 +610,6 @@ def divergence_markers_cdr_many(records: Sequence[Any], open_categories: Sequenc
                                 stamps_ns: Sequence[int], frame_id: str = "world") -> list[bytes]:
     """:func:`divergence_markers_cdr` of many (record, open categories, stamp) at once
     (same bytes): everything before the label's text from one template."""
-    from sim_real_bridge.conversions.divergence_msgs import CATEGORY_RGBA
-
     stamps = _stamp_bytes(stamps_ns)
     if len(records) < _MIN_BATCH or stamps is None:
         return [divergence_markers_cdr(r, c, t, frame_id)
@@ -633,7 +617,7 @@ def divergence_markers_cdr_many(records: Sequence[Any], open_categories: Sequenc
     n = len(records)
     positions = _stack(records, ("sim_ee_position_m", "real_ee_position_m"), 3)
     sim_p, real_p = positions[:, :3], positions[:, 3:]
-    colours = [CATEGORY_RGBA[c[0] if c else "none"] for c in open_categories]
+    colours = [_markers_colour(c) for c in open_categories]
     marks: dict[str, list[int]] = {}
     head = _Writer(marks=marks)
     _markers_head(head, stamps_ns[0], frame_id, sim_p[0], real_p[0], colours[0])

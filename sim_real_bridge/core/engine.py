@@ -74,6 +74,7 @@ from sim_real_bridge.core.features import (
     plan_tick_feeds,
 )
 from sim_real_bridge.core.ledger import CategoryShareRecord, ResidualLedger, residual_energy
+from sim_real_bridge.core.rows import stack_rows
 from sim_real_bridge.errors import ConfigError
 
 SIDES: tuple[str, ...] = ("sim", "real")
@@ -698,21 +699,9 @@ class _ClockMap:
 
     def delivery_delays_s(self) -> dict[str, dict[str, float]]:
         """Per stream, p50/p99/max of the recent delivery delay beyond the transport floor."""
-        recent: dict[str, Any] = dict(self._stream_delays)
-        plan = self._plan
-        if plan is not None and plan.synced < plan.fed:
-            # Each stream's history as _sync would leave it (its last 2000), read from the
-            # plan without syncing: _sync first lists every planned row (for map's bisections).
-            for k, idx in enumerate(plan.rows):
-                a, b = np.searchsorted(idx, (plan.synced, plan.fed)).tolist()
-                if b > a:
-                    new = plan.delays[idx[max(a, b - 2000):b]].astype(float)
-                    old = recent.get(plan.names[k])
-                    if old is not None:
-                        new = np.concatenate((np.asarray(old, dtype=float), new))[-2000:]
-                    recent[plan.names[k]] = new
+        self._sync()
         out = {}
-        for stream, delays in sorted(recent.items()):
+        for stream, delays in sorted(self._stream_delays.items()):
             a = np.asarray(delays, dtype=float) * 1e-9
             p50, p99 = np.percentile(a, [50, 99])
             out[stream] = {"p50": float(p50), "p99": float(p99), "max": float(a.max())}
@@ -835,16 +824,13 @@ class _ClockMap:
             return
         lo, hi = plan.synced, plan.fed
         self._delays.extend(plan.delays[max(lo, hi - 500):hi].tolist())
-        if plan.row_lists is None:
-            plan.row_lists = [idx.tolist() for idx in plan.rows]
-        for k, idx_list in enumerate(plan.row_lists):
-            a = bisect_left(idx_list, lo)
-            b = bisect_left(idx_list, hi, a)
+        for k, idx in enumerate(plan.rows):
+            # (searched in place: a list of every planned row for bisect cost more than the rest)
+            a, b = np.searchsorted(idx, (lo, hi)).tolist()
             if b <= a:
                 continue
-            idx = plan.rows[k]
             stream = plan.names[k]
-            last = idx_list[b - 1]
+            last = int(idx[b - 1])
             self._epoch[stream] = 0
             self._last_stamp[stream] = (int(plan.stamp[last]), int(plan.recv[last]))
             per_stream = self._stream_delays.get(stream)
@@ -893,7 +879,6 @@ class _ClockPlan:
     rows: list[np.ndarray]
     fed: int = 0
     synced: int = 0
-    row_lists: list[list[int]] | None = None
     delays_f: np.ndarray | None = None  # the delays as floats, made when the spread first reads them
     # Per tick of plan_ticks (by index): the rows fed by then, the offset and receive time after them.
     tick_fed: list[int] | None = None
@@ -968,6 +953,10 @@ class _Pure:
     def as_row(self) -> tuple[Any, ...]:
         """The values in ``__slots__`` order: a row as the grid plan serves it."""
         return tuple(getattr(self, name) for name in _Pure.__slots__)
+
+
+#: Where a row (``_Pure.__slots__`` order) holds what the joint record needs.
+_ROW_RES, _ROW_JOINT_RECORD = _Pure.__slots__.index("res"), _Pure.__slots__.index("joint_record")
 
 
 def _grid_rows(g: _GridCache, times_ns: np.ndarray, window: bool = False,
@@ -2430,17 +2419,9 @@ class DivergenceEngine:
         p = None
         if row is None:
             p = self._pure_joints(t)  # the rest after the joint record (below)
-            sim_row, real_row, joints_valid, res, joint_record = p.sim_row, p.real_row, p.joints_valid, p.res, p.joint_record
+            res, joint_record = p.res, p.joint_record
         else:
-            # The row in _Pure.__slots__ order, into locals (test_column_ingest holds the order).
-            (sim_row, real_row, joints_valid, ee_sim, ee_real, obj_sim, obj_real, ee_err,
-             ee_err_norm, tip_sim, tip_real, obj_err, obj_tool_err, real_tool_object_m,
-             sim_obj_speed, sim_w, real_w, wrench_valid, frame, moving,
-             res, q_abs, q_sq_sum, joint_record, world_sim_ok, world_real_ok,
-             raw_force, torque_res, force_norm, contact_force_res, contact_force_norm,
-             torque_norm, stalling, slow_real, ee_both, obj_both, energy, ee_angle, obj_angle,
-             world_sim_l, world_real_l, raw_force_l, torque_res_l, obj_err_l,
-             q_sq_l, eff_sq_l, stalling_any) = row
+            res, joint_record = row[_ROW_RES], row[_ROW_JOINT_RECORD]
         q_res = res[:j]
         qd_res = res[j:2 * j]
         eff_res = res[2 * j:]
@@ -2463,14 +2444,16 @@ class DivergenceEngine:
                 self._pending.joints.append(record)
         if p is not None:
             self._pure_rest(p, t)
-            (sim_row, real_row, joints_valid, ee_sim, ee_real, obj_sim, obj_real, ee_err,
-             ee_err_norm, tip_sim, tip_real, obj_err, obj_tool_err, real_tool_object_m,
-             sim_obj_speed, sim_w, real_w, wrench_valid, frame, moving,
-             res, q_abs, q_sq_sum, joint_record, world_sim_ok, world_real_ok,
-             raw_force, torque_res, force_norm, contact_force_res, contact_force_norm,
-             torque_norm, stalling, slow_real, ee_both, obj_both, energy, ee_angle, obj_angle,
-             world_sim_l, world_real_l, raw_force_l, torque_res_l, obj_err_l,
-             q_sq_l, eff_sq_l, stalling_any) = p.as_row()
+            row = p.as_row()
+        # The row in _Pure.__slots__ order, into locals (test_column_ingest holds the order).
+        (sim_row, real_row, joints_valid, ee_sim, ee_real, obj_sim, obj_real, ee_err,
+         ee_err_norm, tip_sim, tip_real, obj_err, obj_tool_err, real_tool_object_m,
+         sim_obj_speed, sim_w, real_w, wrench_valid, frame, moving,
+         res, q_abs, q_sq_sum, joint_record, world_sim_ok, world_real_ok,
+         raw_force, torque_res, force_norm, contact_force_res, contact_force_norm,
+         torque_norm, stalling, slow_real, ee_both, obj_both, energy, ee_angle, obj_angle,
+         world_sim_l, world_real_l, raw_force_l, torque_res_l, obj_err_l,
+         q_sq_l, eff_sq_l, stalling_any) = row
         # 3-vector state in Python floats: the same float operations as numpy's elementwise
         # ones (x*x + y*y + z*z is _norm's ordered sum), at a fraction of a small-array call.
         world_sim = world_sim_l
@@ -2916,26 +2899,6 @@ class DivergenceEngine:
                  "rms_before_rad": float(c.rms_before_rad), "residual_rms_rad": float(c.rms_after_rad),
                  "samples": int(c.n_samples)}
                 for c in fits if all(np.isfinite([c.delay_s, c.gain, c.offset_rad, c.rms_before_rad, c.rms_after_rad]))]
-
-
-def stack_rows(rows: Sequence[np.ndarray]) -> np.ndarray:
-    """``np.array(rows)`` of a run's per-tick rows: arrays of one dtype (the first row's,
-    float64 for the bytes path) and one length, as (n, width).
-
-    np.array takes each row through its general conversion (~1,800 instructions a row,
-    5 M for a minute of ticks); joining the rows' bytes copies them (~450 a row). Rows
-    that are not all contiguous buffers of the first row's length go to np.array.
-    """
-    n = len(rows)
-    width = len(rows[0]) if n else 0
-    if width and getattr(rows[0], "dtype", None) == np.float64:
-        try:
-            data = bytearray().join(rows)
-        except TypeError:  # a row that is no contiguous buffer
-            data = bytearray()
-        if len(data) == n * width * 8 and set(map(len, rows)) == {width}:
-            return np.frombuffer(data, np.float64).reshape(n, width)
-    return np.array(rows)
 
 
 # --------------------------------------------------------------------------- replay

@@ -1008,6 +1008,19 @@ def _fields_are(typestore: Typestore, expected: Mapping[str, list[tuple[str, Any
         return False
 
 
+def _sequence_length(body: bytes, pos: int, max_count: int) -> tuple[int, int]:
+    """(the length of the CDR sequence at ``pos``, where its items start).
+
+    Raises:
+        ValueError: a length rosbags refuses (over ``max_count``, or more items than bytes left).
+    """
+    (count,) = _U32.unpack_from(body, pos)
+    pos += 4
+    if pos + count > len(body) or count > max_count:
+        raise ValueError("bad sequence")
+    return count, pos
+
+
 def injection_array_parser(typestore: Typestore) -> Callable[[bytes], Any] | None:
     """A parser of sim_real_bridge/msg/InjectionArray CDR bytes into the message rosbags'
     deserializer makes of them (its classes, equal values), or None for a typestore that
@@ -1031,21 +1044,14 @@ def injection_array_parser(typestore: Typestore) -> Callable[[bytes], Any] | Non
 
     def injections_of(tail: bytes) -> list[Any]:
         # ``tail`` starts 8-byte aligned (after elapsed_s), so alignment within it is as in the message.
-        (count,) = _U32.unpack_from(tail, 0)
-        pos = 4
-        if pos + count > len(tail) or count > max_count:
-            raise ValueError("bad sequence")
+        count, pos = _sequence_length(tail, 0, max_count)
         out = []
         for _ in range(count):
             category, pos = _cdr_string(tail, (pos + 3) & -4)
             kind, pos = _cdr_string(tail, (pos + 3) & -4)
             pos = (pos + 7) & -8
             start_s, end_s, effect_start_s, active = _INJECTION_VALUES.unpack_from(tail, pos)
-            pos = (pos + 25 + 3) & -4
-            (n_params,) = _U32.unpack_from(tail, pos)
-            pos += 4
-            if pos + n_params > len(tail) or n_params > max_count:
-                raise ValueError("bad sequence")
+            n_params, pos = _sequence_length(tail, (pos + 25 + 3) & -4, max_count)
             params = []
             for _ in range(n_params):
                 key, pos = _cdr_string(tail, (pos + 3) & -4)

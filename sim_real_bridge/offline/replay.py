@@ -518,7 +518,7 @@ def _column(records: list[Any], name: str, dtype: type = float) -> np.ndarray:
 
 def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: dict[str, Any],
                  labels: dict[str, Any], warnings: list[str], realtime_factor: float | None) -> Any:
-    from sim_real_bridge.core.engine import stack_rows
+    from sim_real_bridge.core.rows import stack_rows
     from sim_real_bridge.offline.report_data import (
         CalibrationRow,
         ContactSeries,
