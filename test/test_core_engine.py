@@ -268,6 +268,7 @@ def test_stack_rows_is_np_array_of_the_rows() -> None:
         [np.arange(3.0), np.arange(2.0), np.arange(4.0)],  # ragged, the same bytes in all
         [row[::3] for row in block[:4]],  # not contiguous
         [np.arange(4.0), np.arange(4, dtype=np.float32)],  # another dtype after the first
+        [np.arange(4.0), np.arange(4, dtype=np.int64)],  # 8-byte items that are not float64
         [np.arange(4, dtype=np.float32)] * 3,
         [[1.0, 2.0], [3.0, 4.0]],
         [np.zeros(0), np.zeros(0)],
