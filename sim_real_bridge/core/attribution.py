@@ -50,7 +50,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from sim_real_bridge.core.features import HealthFlag
+from sim_real_bridge.core.fits import DelayFit
 from sim_real_bridge.errors import ConfigError
 
 CATEGORIES: tuple[str, ...] = ("dynamics", "contact", "sensor", "human", "unauthored")
@@ -178,17 +178,6 @@ class AttributionConfig:
         return out
 
 
-@dataclass
-class DelayFit:
-    """Result of fitting real(t) ~ sim(t - delay) + (gain - 1) * (sim - mean) + offset."""
-
-    delay_s: float = 0.0
-    gain: float = 1.0
-    explained: float = 0.0
-    residual_rms_rad: float = 0.0
-    fit_rms_rad: float = 0.0
-
-
 @dataclass(slots=True)
 class TickFeatures:
     """Everything attribution looks at for one analysis time (filled by the engine).
@@ -198,8 +187,6 @@ class TickFeatures:
 
     t_ns: int
     joints_valid: bool = False
-    joint_names: tuple[str, ...] = ()
-    q_residual_rad: np.ndarray = field(default_factory=lambda: np.zeros(0))
     joint_residual_rad: float = 0.0
     effort_residual: float = 0.0
     force_residual_n: float = 0.0
@@ -223,8 +210,8 @@ class TickFeatures:
     stall_s: float = 0.0
     fit: DelayFit | None = None
     unexplained_s: float = 0.0
-    command_age_s: float = float("inf")
-    sensor_flags: list[HealthFlag] = field(default_factory=list)
+    #: active stream health detectors: (name, severity, evidence)
+    sensor_flags: list[tuple[str, float, dict[str, str]]] = field(default_factory=list)
     since_untrusted_s: float = float("inf")
     since_active_s: dict[str, float] = field(default_factory=dict)
     last_kind: dict[str, str] = field(default_factory=dict)
@@ -271,17 +258,17 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
     evidence: dict[str, dict[str, str]] = {}
 
     # 1. sensor
-    worst: HealthFlag | None = None
+    worst: tuple[str, float, dict[str, str]] | None = None
     untrusted = False
     for flag in f.sensor_flags:  # (mostly none)
-        if flag.active:
-            if worst is None or flag.severity > worst.severity:
-                worst = flag
-            untrusted = untrusted or flag.name in _UNTRUSTED_SENSOR_KINDS
+        if worst is None or flag[1] > worst[1]:
+            worst = flag
+        untrusted = untrusted or flag[0] in _UNTRUSTED_SENSOR_KINDS
     if worst is not None:
-        sensor = max(cfg.active_score, min(1.0, 0.5 + 0.5 * worst.severity))
-        kinds["sensor"] = worst.name
-        evidence["sensor"] = {"flag": worst.name, **worst.evidence}
+        name, severity, flag_evidence = worst
+        sensor = max(cfg.active_score, min(1.0, 0.5 + 0.5 * severity))
+        kinds["sensor"] = name
+        evidence["sensor"] = {"flag": name, **flag_evidence}
     recovering = f.since_untrusted_s < cfg.sensor_recovery_s
     suppressed = (untrusted or recovering) and cfg.sensor_suppresses
 

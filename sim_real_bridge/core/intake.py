@@ -1,26 +1,24 @@
-"""One robot message in, checked and handed to the engine: the same steps live and in replay.
+"""Checks of incoming rows before the analysis, on whole columns (one message is one row).
 
-The live monitor node converts each message to arrays and calls these; offline replay
-calls them with the same arrays read from a bag, so both refuse, flag and feed exactly
-alike. Each function returns the :class:`Problem` the caller must count and report
-(None when the message was clean); the engine's own counters are updated here.
+The live monitor and replay hand the engine the same arrays, so both refuse and flag
+alike. Refused rows never reach the analysis; flagged rows (non-finite values) do,
+since they are what the ``sensor`` category is about. Every row refused or flagged is
+counted by reason (:mod:`sim_real_bridge.core.validation` names the reasons).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from sim_real_bridge.core import validation
-from sim_real_bridge.core.engine import DivergenceEngine
 
 
 @dataclass(frozen=True)
 class IntakeConfig:
-    """How messages are checked before the engine sees them (monitor parameters).
+    """How rows are checked (monitor parameters).
 
     Attributes:
         limits: size and stamp limits.
@@ -34,100 +32,80 @@ class IntakeConfig:
     expected_frames: Mapping[str, str] = field(default_factory=lambda: {"wrench": "", "pose": ""})
 
 
-@dataclass(frozen=True)
-class Problem:
-    """Something wrong with one message: its reason, whether it was refused, a detail."""
+@dataclass
+class Checked:
+    """The verdict on a batch of rows of one stream.
 
-    reason: str
-    refused: bool
-    detail: str = ""
+    Attributes:
+        keep: (m,) rows that go on to the analysis.
+        reasons: (m,) why each row was refused or flagged ('' when clean).
+    """
 
+    keep: np.ndarray
+    reasons: np.ndarray
 
-def _stamp_problem(config: IntakeConfig, stamp_ns: int, recv_ns: int) -> Problem | None:
-    reason = validation.check_stamp(stamp_ns, recv_ns if config.stamps_on_node_clock else None, config.limits)
-    return Problem(reason, True, f"stamp {stamp_ns} ns") if reason else None
-
-
-def _refuse(engine: DivergenceEngine, side: str, stream: str, problem: Problem) -> Problem:
-    engine.on_rejected(side, stream, problem.reason)
-    return problem
-
-
-def feed_joint_state(
-    engine: DivergenceEngine,
-    config: IntakeConfig,
-    side: str,
-    stamp_ns: int,
-    recv_ns: int,
-    names: Sequence[str],
-    q_rad: Any,
-    qd_rad_s: Any,
-    effort: Any,
-) -> Problem | None:
-    """Check one joint_states message (arrays of shape (n,), NaN where absent) and feed it."""
-    problem = _stamp_problem(config, stamp_ns, recv_ns)
-    if problem:
-        return _refuse(engine, side, "joint_states", problem)
-    reason = validation.check_joint_state(names, q_rad, qd_rad_s, effort, engine.joint_names, config.limits)
-    if reason:
-        return _refuse(engine, side, "joint_states", Problem(reason, True))
-    flagged = None
-    if validation.has_non_finite(q_rad, qd_rad_s, effort):
-        # An all-NaN velocity or effort array is one the robot did not publish (JointState
-        # allows empty ones); only values that were sent can be non-finite.
-        sent = [a for a in (qd_rad_s, effort) if not np.isnan(np.asarray(a, dtype=float)).all()]
-        flagged = Problem(validation.NON_FINITE, False) if validation.has_non_finite(q_rad, *sent) else None
-    engine.on_joint_state(side, stamp_ns, recv_ns, names, q_rad, qd_rad_s, effort)
-    return flagged
+    def counts(self) -> dict[str, int]:
+        """Rows per reason (refused and flagged)."""
+        named = self.reasons[self.reasons != ""]
+        values, counts = np.unique(named, return_counts=True) if named.size else ((), ())
+        return {str(v): int(c) for v, c in zip(values, counts, strict=True)}
 
 
-def feed_wrench(
-    engine: DivergenceEngine,
-    config: IntakeConfig,
-    side: str,
-    stamp_ns: int,
-    recv_ns: int,
-    frame_id: str,
-    force_n: Any,
-    torque_nm: Any,
-) -> Problem | None:
-    """Check one wrench message (force_n, torque_nm of shape (3,)) and feed it."""
-    problem = _stamp_problem(config, stamp_ns, recv_ns)
-    if problem:
-        return _refuse(engine, side, "wrench", problem)
-    if validation.check_frame(frame_id, config.expected_frames.get("wrench", "")):
-        return _refuse(engine, side, "wrench", Problem(validation.FRAME_MISMATCH, True, f"frame {frame_id!r}"))
-    flagged = Problem(validation.NON_FINITE, False) if validation.has_non_finite(force_n, torque_nm) else None
-    engine.on_wrench(side, stamp_ns, recv_ns, force_n, torque_nm)
-    return flagged
+def check_rows(config: IntakeConfig, stream: str, stamp_ns: np.ndarray, recv_ns: np.ndarray,
+               values: np.ndarray, frame_ids: Sequence[str] | str = "", names_reason: str | None = None
+               ) -> Checked:
+    """Check rows of one stream.
+
+    Args:
+        config: intake parameters.
+        stream: "joint_states", "wrench", "ee_pose" or "object_pose".
+        stamp_ns, recv_ns: (m,) stamps and receive times.
+        values: (m, w) the numeric fields (NaN where a message sent none).
+        frame_ids: one frame per row, or one for all.
+        names_reason: a joint_states batch's joint-name problem (refuses every row).
+    """
+    m = len(stamp_ns)
+    reasons = np.full(m, "", dtype=object)
+    if names_reason:
+        reasons[:] = names_reason
+        return Checked(np.zeros(m, dtype=bool), reasons)
+    expected = config.expected_frames.get("pose" if stream.endswith("_pose") else stream, "")
+    if expected and stream != "joint_states":
+        frames = np.array([frame_ids] * m if isinstance(frame_ids, str) else list(frame_ids), dtype=object)
+        reasons[frames != expected] = validation.FRAME_MISMATCH
+    if config.stamps_on_node_clock:
+        reasons[stamp_ns - recv_ns > config.limits.max_future_s * 1e9] = validation.FUTURE_STAMP
+    reasons[stamp_ns <= 0] = validation.ZERO_STAMP
+    refused = reasons != ""
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad = ~np.isfinite(values).all(axis=1) if values.size else np.zeros(m, dtype=bool)
+    bad &= ~refused
+    if stream.endswith("_pose"):
+        refused |= bad  # a pose is only ever drawn, never judged as a sensor: refuse it
+    reasons[bad] = validation.NON_FINITE
+    return Checked(~refused, reasons)
 
 
-def feed_pose(
-    engine: DivergenceEngine,
-    config: IntakeConfig,
-    side: str,
-    stream: str,
-    stamp_ns: int,
-    recv_ns: int,
-    frame_id: str,
-    position_m: Any,
-    orientation_wxyz: Any,
-) -> Problem | None:
-    """Check one ``ee_pose`` or ``object_pose`` message and feed it; non-finite poses are refused."""
-    problem = _stamp_problem(config, stamp_ns, recv_ns)
-    if problem:
-        return _refuse(engine, side, stream, problem)
-    if validation.check_frame(frame_id, config.expected_frames.get("pose", "")):
-        return _refuse(engine, side, stream, Problem(validation.FRAME_MISMATCH, True, f"frame {frame_id!r}"))
-    if validation.has_non_finite(position_m, orientation_wxyz):
-        return _refuse(engine, side, stream, Problem(validation.NON_FINITE, True))
-    engine.on_pose(side, "ee" if stream == "ee_pose" else "object", stamp_ns, recv_ns, position_m, orientation_wxyz)
-    return None
+def joint_order(names: tuple[str, ...], layout: tuple[str, ...] | None, limits: validation.InputLimits
+                ) -> tuple[np.ndarray | None, str | None]:
+    """Columns of a joint_states batch in the side's layout order, or the refusal reason.
 
-
-def feed_command(
-    engine: DivergenceEngine, side: str, start_ns: int, recv_ns: int, joint_names: Sequence[str], points: Sequence[Any]
-) -> None:
-    """A mirrored command: only the sim side's copy starts the run clock (start_ns 0 = on receipt)."""
-    if side == "sim":
-        engine.on_command(start_ns or recv_ns, recv_ns, joint_names, points)
+    Args:
+        names: the batch's joint names.
+        layout: the side's joint names fixed by its first batch (None: this one fixes it).
+        limits: size limits and expected joints.
+    """
+    if not names:
+        return None, validation.EMPTY
+    if len(names) > limits.max_joints:
+        return None, validation.OVERSIZED
+    if len(set(names)) != len(names):
+        return None, validation.DUPLICATE_NAMES
+    reference = tuple(limits.expected_joints) or layout
+    if reference and not set(reference) <= set(names):
+        return None, validation.MISSING_JOINT
+    if limits.expected_joints and not set(names) <= set(limits.expected_joints):
+        return None, validation.UNKNOWN_JOINT
+    target = layout or names
+    index = {name: i for i, name in enumerate(names)}
+    return np.array([index[name] for name in target], dtype=np.intp), None

@@ -1,0 +1,500 @@
+"""Stream health: is a stream wrong in itself (the evidence of ``sensor`` gaps).
+
+One :class:`StreamHealth` per stream and side. Samples are taken in batches as they
+arrive (:meth:`StreamHealth.add`), and marked at once, on whole columns:
+
+- nonfinite: NaN or inf in a sample;
+- frozen: ``frozen_samples`` or more bit-identical consecutive samples;
+- saturation: one component pinned at the same non-zero value for
+  ``saturation_samples`` samples while other components of the message vary;
+- gaps: an interval between samples longer than ``dropout_periods`` expected periods,
+  the period being the running median of recent stamp intervals;
+- stamp jitter: the median absolute deviation of recent stamp intervals relative to
+  the period, and stamps going backwards;
+- delivery bursts: a silence of the receive clock after which the stamps continued
+  (a backlog being delivered, not a lost stream).
+
+:meth:`StreamHealth.flags` then answers, for a batch of analysis times and the times
+they were decided (the monitor's clock), which detectors are active. Every rule is
+causal: a flag at t rests on samples at or before t that had arrived by the decision.
+A still robot holds its values: frozen and saturation count only while the other
+side's twin stream moves (per component for saturation, so an idle joint that its
+twin also holds still is not pinned). A gap the twin shares was lost on the way to
+the monitor, not by the sensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim_real_bridge.errors import ConfigError
+
+DETECTORS: tuple[str, ...] = ("dropout", "nonfinite", "frozen", "stamp_jitter", "saturation")
+#: Detectors whose activity makes the stream untrustworthy (residuals built on it mean nothing).
+UNTRUSTED: frozenset[str] = frozenset({"dropout", "nonfinite", "frozen", "stamp_jitter"})
+#: The running statistics are refreshed every this many samples.
+STATS_EVERY = 16
+_NEVER = np.iinfo(np.int64).max
+
+
+@dataclass
+class FeatureConfig:
+    """Thresholds of the stream health detectors (parameters ``engine.features.*``).
+
+    Attributes:
+        dropout_periods: a gap longer than this many expected periods is a dropout.
+        min_period_s: floor on the learned period.
+        period_window: number of recent stamp intervals the period median uses.
+        frozen_samples: bit-identical consecutive samples needed to call a stream frozen.
+        frozen_motion_threshold: the twin must change by more than this for a repeat to
+            count as frozen.
+        jitter_window: number of recent stamp intervals the jitter statistics use.
+        jitter_mad_ratio: stamp-interval MAD over period above this is jitter.
+        saturation_samples: identical non-zero samples of one component (others varying)
+            needed for saturation.
+        flag_hold_s: a flag raised by a sample stays visible this long after it.
+        history_s: how much mark history a live monitor keeps.
+        warmup_s: an open gap is not judged during the first warmup_s of a stream.
+        burst_memory_s: half-life of the learned delivery silence: an open gap is a
+            dropout only when longer than the silences after which the stream went on.
+        side_silence_s: a silence every stream of the side shares is a dropout only once
+            it lasts this long.
+    """
+
+    dropout_periods: float = 5.0
+    min_period_s: float = 0.0005
+    period_window: int = 101
+    frozen_samples: int = 8
+    frozen_motion_threshold: float = 1e-6
+    jitter_window: int = 200
+    jitter_mad_ratio: float = 0.25
+    saturation_samples: int = 25
+    flag_hold_s: float = 0.1
+    history_s: float = 5.0
+    warmup_s: float = 2.0
+    burst_memory_s: float = 10.0
+    side_silence_s: float = 1.5
+
+    def validate(self) -> None:
+        """Raise ConfigError naming the first invalid field."""
+        for name in ("dropout_periods", "min_period_s", "jitter_mad_ratio", "flag_hold_s", "history_s",
+                     "warmup_s", "burst_memory_s", "side_silence_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"FeatureConfig.{name} must be > 0, got {getattr(self, name)}")
+        for name in ("period_window", "frozen_samples", "jitter_window", "saturation_samples"):
+            if int(getattr(self, name)) < 2:
+                raise ConfigError(f"FeatureConfig.{name} must be >= 2, got {getattr(self, name)}")
+
+
+@dataclass
+class StreamFlags:
+    """The detectors of one stream at K analysis times.
+
+    Attributes:
+        stream: e.g. "real/joint_states".
+        active: detector -> (K,) bool.
+        severity: detector -> (K,) float 0..1.
+        detail: numbers for the evidence of active flags, name -> (K,) float.
+    """
+
+    stream: str
+    active: dict[str, np.ndarray]
+    severity: dict[str, np.ndarray]
+    detail: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def any_active(self) -> np.ndarray:
+        """(K,) whether any detector is active."""
+        out = np.zeros(len(next(iter(self.active.values()))), dtype=bool)
+        for active in self.active.values():
+            out |= active
+        return out
+
+    def evidence(self, detector: str, k: int) -> dict[str, str]:
+        """Evidence strings of an active detector at row k."""
+        d = {name: float(values[k]) for name, values in self.detail.items()}
+        if detector == "dropout":
+            out = {"gap_s": f"{d['gap_s']:.3f}", "period_s": f"{d['period_s']:.4f}"}
+            return {**out, "open": "true"} if d["gap_open"] else out
+        if detector == "frozen":
+            return {"identical_samples": str(int(d["identical_samples"]))}
+        if detector == "stamp_jitter":
+            return {"interval_mad_over_period": f"{d['mad_ratio']:.3f}", "delay_std_s": f"{d['delay_std_s']:.4f}",
+                    "backwards_stamps": str(int(d["backwards"]))}
+        return {}
+
+
+def _run_length(cond: np.ndarray, carry: np.ndarray | int) -> np.ndarray:
+    """Length of the run of True ending at each row of ``cond`` (axis 0), continuing
+    runs of ``carry`` rows from before."""
+    n = cond.shape[0]
+    idx = np.arange(1, n + 1).reshape((-1,) + (1,) * (cond.ndim - 1))
+    last_false = np.maximum.accumulate(np.where(cond, 0, idx), axis=0)
+    carried = np.where(last_false == 0, carry, 0)
+    return np.where(cond, idx - last_false + carried, 0)
+
+
+def _window_ends(total_before: int, m: int) -> np.ndarray:
+    """Indices (0..m-1) of a batch's samples whose running count is a multiple of
+    STATS_EVERY, plus its last sample."""
+    counts = total_before + np.arange(1, m + 1)
+    ends = np.flatnonzero(counts % STATS_EVERY == 0)
+    return ends if ends.size and ends[-1] == m - 1 else np.append(ends, m - 1)
+
+
+def _per_window(history: np.ndarray, ends: np.ndarray, size: int, reduce: Callable[[np.ndarray], np.ndarray]
+                ) -> np.ndarray:
+    """(E,) ``reduce`` (rows -> one value per row) of the last ``size`` entries of history
+    before each end (exclusive index); a shorter history gives its whole prefix."""
+    out = np.full(len(ends), np.nan)
+    full = ends >= size
+    if full.any():
+        out[full] = reduce(np.lib.stride_tricks.sliding_window_view(history, size)[ends[full] - size])
+    for i in np.flatnonzero(~full & (ends > 0)).tolist():
+        out[i] = reduce(history[None, :ends[i]])[0]
+    return out
+
+
+def _mad(rows: np.ndarray) -> np.ndarray:
+    return np.median(np.abs(rows - np.median(rows, axis=1, keepdims=True)), axis=1)
+
+
+class StreamHealth:
+    """Health of one stream (one side, one topic).
+
+    Args:
+        config: detector thresholds.
+        name: label used in evidence, e.g. "real/joint_states".
+    """
+
+    def __init__(self, config: FeatureConfig, name: str) -> None:
+        self.config = config
+        self.name = name
+        self.sample_count = 0
+        self._last_stamp: int | None = None
+        self._last_values: np.ndarray | None = None
+        self._repeat_run = 0
+        self._component_run: np.ndarray | int = 0
+        self._positive = np.zeros(0)  # recent positive stamp intervals (s), for the period
+        self._intervals = np.zeros(0)  # recent stamp intervals (s), for the jitter
+        self._delays = np.zeros(0)  # recent receive delays (s)
+        # Arrival order: receive time, newest mapped time so far.
+        self.recv_ns = np.zeros(0, dtype=np.int64)
+        self.newest_ns = np.zeros(0, dtype=np.int64)
+        # Running statistics, as they stood at each refresh (its receive time).
+        self._stats_recv = np.zeros(0, dtype=np.int64)
+        self._stats = np.zeros((0, 5))  # period_s, mad_s, backwards, count, delay_std_s
+        self._marks: dict[str, tuple[np.ndarray, np.ndarray]] = {
+            kind: (np.zeros(0, dtype=np.int64), np.zeros(0)) for kind in ("nonfinite", "frozen", "saturation")}
+        self._gaps = np.zeros((0, 3), dtype=np.int64)  # start_ns, end_ns, end_recv_ns
+        self._bursts = np.zeros((0, 2))  # recv_ns, log2(silence_ns) + recv_ns / memory
+
+    @property
+    def first_recv_ns(self) -> int | None:
+        """Receive time of the first sample, or None."""
+        return int(self.recv_ns[0]) if self.recv_ns.size else None
+
+    def reset_stamps(self) -> None:
+        """Forget stamp history (the side's clock was reset)."""
+        self._last_stamp = None
+        self._intervals = np.zeros(0)
+        self._delays = np.zeros(0)
+
+    def add(self, stamp_ns: np.ndarray, recv_ns: np.ndarray, time_ns: np.ndarray, values: np.ndarray) -> None:
+        """Take a batch of samples in arrival order.
+
+        Args:
+            stamp_ns: (m,) the samples' own stamps.
+            recv_ns: (m,) receive times (non-decreasing).
+            time_ns: (m,) stamps mapped onto the monitor time base.
+            values: (m, w) every numeric field the health looks at.
+        """
+        m = len(stamp_ns)
+        if m == 0:
+            return
+        previous = self._last_stamp if self._last_stamp is not None else stamp_ns[0]
+        steps = np.diff(np.concatenate(([previous], stamp_ns))).astype(float) * 1e-9
+        has_step = np.ones(m, dtype=bool)
+        has_step[0] = self._last_stamp is not None
+        self._note_bursts(stamp_ns, recv_ns)
+        period = self._add_stats(steps, has_step, (recv_ns - stamp_ns) * 1e-9, recv_ns)
+        newest_before = int(self.newest_ns[-1]) if self.newest_ns.size else None
+        newest = np.maximum.accumulate(time_ns if newest_before is None else np.maximum(time_ns, newest_before))
+        previous = np.concatenate(([newest_before if newest_before is not None else time_ns[0]], newest[:-1]))
+        gap = (time_ns - previous) * 1e-9 > self.config.dropout_periods * period
+        if newest_before is None:
+            gap[0] = False
+        if gap.any():
+            self._gaps = np.concatenate((self._gaps, np.column_stack((previous[gap], time_ns[gap], recv_ns[gap]))))
+        self.recv_ns = np.concatenate((self.recv_ns, recv_ns))
+        self.newest_ns = np.concatenate((self.newest_ns, newest))
+        self._mark(time_ns, np.asarray(values, dtype=float))
+        self._last_stamp = int(stamp_ns[-1])
+        self.sample_count += m
+
+    def _note_bursts(self, stamp_ns: np.ndarray, recv_ns: np.ndarray) -> None:
+        """Record delivery silences after which the stamps went on contiguously."""
+        if self.recv_ns.size and self._last_stamp is not None:
+            stamps = np.concatenate(([self._last_stamp], stamp_ns))
+            recvs = np.concatenate(([self.recv_ns[-1]], recv_ns))
+        else:
+            stamps, recvs = stamp_ns, recv_ns
+        silence = np.diff(recvs)
+        step = np.diff(stamps)
+        burst = (silence > 4 * step) & (step > 0)
+        if burst.any():
+            memory_ns = self.config.burst_memory_s * 1e9
+            at = recvs[1:][burst]
+            keys = np.log2(silence[burst].astype(float)) + at / memory_ns
+            self._bursts = np.concatenate((self._bursts, np.column_stack((at, keys))))
+
+    def _add_stats(self, steps: np.ndarray, has_step: np.ndarray, delays_s: np.ndarray,
+                   recv_ns: np.ndarray) -> np.ndarray:
+        """Refresh the running period and jitter statistics; returns the period (s) in
+        force before each sample of the batch."""
+        cfg = self.config
+        m = len(steps)
+        intervals = np.concatenate((self._intervals, steps[has_step]))
+        positive = np.concatenate((self._positive, steps[has_step & (steps > 0)]))
+        delays = np.concatenate((self._delays, delays_s))
+        ends = _window_ends(self.sample_count, m)
+        # How many entries of each history the batch's samples up to each end brought.
+        n_int = len(self._intervals) + np.cumsum(has_step)[ends]
+        n_pos = len(self._positive) + np.cumsum(has_step & (steps > 0))[ends]
+        n_del = len(self._delays) + ends + 1
+        size = cfg.jitter_window
+        period = _per_window(positive, n_pos, cfg.period_window, lambda rows: np.median(rows, axis=1))
+        mad = _per_window(intervals, n_int, size, _mad)
+        backwards = _per_window(intervals, n_int, size, lambda rows: np.sum(rows <= 0, axis=1))
+        count = np.minimum(n_int, size)
+        delay_std = _per_window(delays, n_del, size, lambda rows: np.std(rows, axis=1))
+        period = np.maximum(period, cfg.min_period_s)
+        stats = np.column_stack((period, mad, backwards, count, delay_std))
+        self._stats_recv = np.concatenate((self._stats_recv, recv_ns[ends]))
+        self._stats = np.concatenate((self._stats, stats))
+        self._intervals = intervals[-cfg.jitter_window:]
+        self._positive = positive[-cfg.period_window:]
+        self._delays = delays[-cfg.jitter_window:]
+        # The period in force before each sample: the previous refresh's (none: never a gap).
+        before = np.searchsorted(ends, np.arange(m), side="left") - 1
+        prior = self._stats[-ends.size - 1, 0] if len(self._stats) > ends.size else np.inf
+        return np.where(before >= 0, period[np.maximum(before, 0)], prior)
+
+    def _mark(self, time_ns: np.ndarray, values: np.ndarray) -> None:
+        """Mark nonfinite, repeated (frozen) and pinned (saturated) samples."""
+        cfg = self.config
+        m, width = values.shape
+        finite = np.isfinite(values)
+        all_finite = finite.all(axis=1)
+        previous = np.vstack((self._last_values if self._last_values is not None and
+                              self._last_values.shape == (width,) else np.full(width, np.nan), values[:-1]))
+        same = values == previous
+        all_same = same.all(axis=1)
+        repeat = _run_length(all_same & all_finite, self._repeat_run)
+        pinned = _run_length(same & (values != 0) & finite, self._component_run)
+        saturated_component = (pinned >= cfg.saturation_samples) & ~all_same[:, None]
+        self._add_marks("nonfinite", time_ns[~all_finite], np.mean(~finite[~all_finite], axis=1))
+        frozen = repeat + 1 >= cfg.frozen_samples
+        self._add_marks("frozen", time_ns[frozen], (repeat[frozen] + 1).astype(float))
+        rows, components = np.nonzero(saturated_component)
+        self._add_marks("saturation", time_ns[rows], components.astype(float))
+        self._repeat_run = int(repeat[-1])
+        self._component_run = pinned[-1]
+        self._last_values = values[-1].copy()
+
+    def _add_marks(self, kind: str, time_ns: np.ndarray, values: np.ndarray) -> None:
+        if not time_ns.size:
+            return
+        times, old = self._marks[kind]
+        times, old = np.concatenate((times, time_ns)), np.concatenate((old, values))
+        order = np.argsort(times, kind="stable")
+        self._marks[kind] = (times[order], old[order])
+
+    def trim(self, before_ns: int) -> None:
+        """Forget marks, gaps and history older than before_ns (a live monitor's memory bound)."""
+        for kind, (times, values) in self._marks.items():
+            keep = times >= before_ns
+            self._marks[kind] = (times[keep], values[keep])
+        self._gaps = self._gaps[self._gaps[:, 1] >= before_ns]
+        keep_rows = np.searchsorted(self.newest_ns, before_ns)
+        keep_rows = max(0, min(keep_rows, len(self.recv_ns) - 2))
+        self.recv_ns, self.newest_ns = self.recv_ns[keep_rows:], self.newest_ns[keep_rows:]
+        stats_from = max(0, min(int(np.searchsorted(self._stats_recv, self.recv_ns[0] if self.recv_ns.size else 0)) - 1,
+                                len(self._stats_recv) - 1))
+        self._stats_recv, self._stats = self._stats_recv[stats_from:], self._stats[stats_from:]
+
+    # ------------------------------------------------------------------ queries
+    def last_recv_at(self, now_ns: np.ndarray) -> np.ndarray:
+        """(K,) newest receive time at or before each now (int64 min when none)."""
+        i = np.searchsorted(self.recv_ns, now_ns, side="right") - 1
+        return np.where(i >= 0, self.recv_ns[np.maximum(i, 0)], np.iinfo(np.int64).min) \
+            if self.recv_ns.size else np.full(len(now_ns), np.iinfo(np.int64).min)
+
+    def newest_at(self, now_ns: np.ndarray) -> np.ndarray:
+        """(K,) newest mapped time received by each now (int64 min when none)."""
+        i = np.searchsorted(self.recv_ns, now_ns, side="right") - 1
+        return np.where(i >= 0, self.newest_ns[np.maximum(i, 0)], np.iinfo(np.int64).min) \
+            if self.recv_ns.size else np.full(len(now_ns), np.iinfo(np.int64).min)
+
+    def stats_at(self, now_ns: np.ndarray) -> np.ndarray:
+        """(K, 5) period_s, mad_s, backwards, count, delay_std_s as they stood at each now
+        (NaN rows before the first refresh)."""
+        i = np.searchsorted(self._stats_recv, now_ns, side="right") - 1
+        out = np.full((len(now_ns), 5), np.nan)
+        ok = i >= 0
+        out[ok] = self._stats[i[ok]]
+        return out
+
+    def burst_silence_s(self, now_ns: np.ndarray) -> np.ndarray:
+        """(K,) longest recent delivery silence after which the stamps went on, decayed
+        with half-life burst_memory_s (0 when none)."""
+        if not self._bursts.size:
+            return np.zeros(len(now_ns))
+        i = np.searchsorted(self._bursts[:, 0], now_ns, side="right") - 1
+        best = np.maximum.accumulate(self._bursts[:, 1])
+        exponent = best[np.maximum(i, 0)] - now_ns / (self.config.burst_memory_s * 1e9)
+        return np.where(i >= 0, 2.0 ** exponent * 1e-9, 0.0)
+
+    def gap_overlaps(self, start_ns: np.ndarray, end_ns: np.ndarray, now_ns: np.ndarray) -> np.ndarray:
+        """(G,) whether this stream had a gap overlapping each [start, end] as seen at
+        now, or was silent since before start (it shares the other stream's gap)."""
+        silent = self.newest_at(now_ns) <= start_ns
+        if not len(self._gaps):
+            return silent
+        gaps = self._gaps
+        overlap = ((gaps[None, :, 0] <= end_ns[:, None]) & (gaps[None, :, 1] >= start_ns[:, None])
+                   & (gaps[None, :, 2] <= now_ns[:, None]))
+        return silent | overlap.any(axis=1)
+
+    def flags(self, t_ns: np.ndarray, decision_ns: np.ndarray, twin_moving: np.ndarray | None,
+              twin: StreamHealth | None = None, siblings: Sequence[StreamHealth] = (),
+              dropout_only: bool = False) -> StreamFlags:
+        """The detectors at analysis times t_ns, each decided at decision_ns (the monitor's clock).
+
+        Args:
+            t_ns: (K,) analysis times (monitor time base).
+            decision_ns: (K,) when each was analysed.
+            twin_moving: (K, w) whether each component of the other side's twin stream
+                moved just before t (gates frozen and saturation); None: the twin is unknown.
+            twin: the same stream of the other side (a gap it shares is not the sensor's).
+            siblings: the other streams of this side (a silence they share is judged
+                against side_silence_s).
+            dropout_only: only the dropout detector (the sim side's streams).
+        """
+        k = len(t_ns)
+        period_s = self.stats_at(decision_ns)[:, 0]
+        out = StreamFlags(self.name, {}, {}, {"period_s": np.nan_to_num(period_s)})
+        self._dropout(t_ns, decision_ns, period_s, twin, siblings, out)
+        if dropout_only:
+            return out
+        hold_ns = int(self.config.flag_hold_s * 1e9)
+        lo_ns = t_ns - hold_ns
+        moving = np.ones((k, 1), dtype=bool) if twin_moving is None else twin_moving
+        times, values = self._marks["nonfinite"]
+        active, worst = _marks_in(times, values, lo_ns, t_ns)
+        out.active["nonfinite"], out.severity["nonfinite"] = active, np.where(active, 0.5 + 0.5 * worst, 0.0)
+        times, values = self._marks["frozen"]
+        active, longest = _marks_in(times, values, lo_ns, t_ns)
+        active &= moving.any(axis=1) & (longest >= self.config.frozen_samples)
+        out.active["frozen"] = active
+        out.severity["frozen"] = np.where(active, np.clip(longest / (4 * self.config.frozen_samples), 0, 1), 0.0)
+        out.detail["identical_samples"] = np.where(active, longest, 0.0)
+        times, values = self._marks["saturation"]
+        active = _pinned_while_moving(times, values, lo_ns, t_ns, moving)
+        out.active["saturation"], out.severity["saturation"] = active, active.astype(float)
+        self._jitter(decision_ns, out)
+        return out
+
+    def _jitter(self, decision_ns: np.ndarray, out: StreamFlags) -> None:
+        cfg = self.config
+        period, mad, backwards, count, delay_std = self.stats_at(decision_ns).T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = mad / period
+            backwards_share = backwards / count
+        active = (count >= cfg.jitter_window // 4) & ((ratio > cfg.jitter_mad_ratio) | (backwards_share > 0.05))
+        out.active["stamp_jitter"] = active
+        severity = np.clip(np.maximum(ratio / (4 * cfg.jitter_mad_ratio), backwards_share), 0, 1)
+        out.severity["stamp_jitter"] = np.where(active, severity, 0.0)
+        out.detail.update(mad_ratio=np.nan_to_num(ratio), delay_std_s=np.nan_to_num(delay_std),
+                          backwards=np.nan_to_num(backwards))
+
+    def _dropout(self, t_ns: np.ndarray, decision_ns: np.ndarray, period_s: np.ndarray,
+                 twin: StreamHealth | None, siblings: Sequence[StreamHealth], out: StreamFlags) -> None:
+        """Closed gaps around t that had closed by the decision, and a silence still open then."""
+        cfg = self.config
+        k = len(t_ns)
+        hold_ns = int(cfg.flag_hold_s * 1e9)
+        active = np.zeros(k, dtype=bool)
+        gap_s = np.zeros(k)
+        gap_open = np.zeros(k)
+        near = self._gaps[(self._gaps[:, 1] + hold_ns >= t_ns.min()) & (self._gaps[:, 0] <= t_ns.max())] \
+            if k else self._gaps[:0]
+        for start, end, end_recv in near.tolist():
+            rows = np.flatnonzero((t_ns >= start) & (t_ns <= end + hold_ns) & (decision_ns >= end_recv))
+            if rows.size and twin is not None:
+                shared = twin.gap_overlaps(np.full(rows.size, start - hold_ns), np.full(rows.size, end + hold_ns),
+                                           decision_ns[rows])
+                rows = rows[~shared]
+            active[rows] = True
+            gap_s[rows] = (end - start) * 1e-9
+        newest = self.newest_at(decision_ns)
+        limit_s = cfg.dropout_periods * period_s
+        with np.errstate(invalid="ignore"):
+            open_s = np.where(newest > np.iinfo(np.int64).min, (t_ns - newest) * 1e-9, 0.0)
+            silent_s = (decision_ns - self.last_recv_at(decision_ns)) * 1e-9
+            candidate = np.flatnonzero((open_s > limit_s) & (silent_s > limit_s))
+        if candidate.size:
+            now = decision_ns[candidate]
+            limit = np.maximum(limit_s[candidate], 1.2 * self.burst_silence_s(now))
+            silent = np.where((now - (self.first_recv_ns or 0)) * 1e-9 < cfg.warmup_s, 0.0, silent_s[candidate])
+            if twin is not None and twin.recv_ns.size:
+                silent = np.where((now - twin.last_recv_at(now)) * 1e-9 > limit, 0.0, silent)
+            if siblings:
+                shared = np.ones(candidate.size, dtype=bool)
+                for sibling in siblings:
+                    shared &= (now - sibling.last_recv_at(now)) * 1e-9 > limit
+                limit = np.where(shared, np.maximum(limit, cfg.side_silence_s), limit)
+            hit = candidate[np.minimum(open_s[candidate], silent) > limit]
+            active[hit] = True
+            gap_s[hit] = open_s[hit]
+            gap_open[hit] = 1.0
+        out.active["dropout"] = active
+        with np.errstate(invalid="ignore", divide="ignore"):
+            severity = np.clip(gap_s / (10 * cfg.dropout_periods * period_s), 0, 1)
+        out.severity["dropout"] = np.where(active, np.nan_to_num(severity, nan=1.0), 0.0)
+        out.detail.update(gap_s=gap_s, gap_open=gap_open)
+
+
+def _marks_in(times: np.ndarray, values: np.ndarray, lo_ns: np.ndarray, hi_ns: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """(K,) whether any mark lies in [lo, hi], and the largest value among them (0 when none)."""
+    a = np.searchsorted(times, lo_ns, side="left")
+    b = np.searchsorted(times, hi_ns, side="right")
+    has = b > a
+    if not has.any():
+        return has, np.zeros(len(lo_ns))
+    width = int((b - a).max())
+    idx = a[:, None] + np.arange(width)
+    gathered = np.where(idx < b[:, None], values[np.minimum(idx, len(values) - 1)], -np.inf)
+    return has, np.where(has, gathered.max(axis=1), 0.0)
+
+
+def _pinned_while_moving(times: np.ndarray, components: np.ndarray, lo_ns: np.ndarray, hi_ns: np.ndarray,
+                         moving: np.ndarray) -> np.ndarray:
+    """(K,) whether a component was marked pinned in [lo, hi] while its twin component moved."""
+    a = np.searchsorted(times, lo_ns, side="left")
+    b = np.searchsorted(times, hi_ns, side="right")
+    has = b > a
+    if not has.any():
+        return has
+    width = int((b - a).max())
+    idx = a[:, None] + np.arange(width)
+    valid = idx < b[:, None]
+    component = components[np.minimum(idx, len(components) - 1)].astype(np.intp)
+    if moving.shape[1] == 1:
+        twin = np.broadcast_to(moving, valid.shape)
+    else:
+        twin = np.take_along_axis(moving, np.minimum(component, moving.shape[1] - 1), axis=1)
+    return (valid & twin).any(axis=1)

@@ -1,0 +1,233 @@
+"""What the engine produces, as columns: one row per grid time published.
+
+Each column set carries ``t_ns`` (the grid time, on the monitor time base) and
+``decision_ns`` (when the monitor analysed it: the log time of a published message).
+The live node publishes each row as it comes; replay writes whole columns; the report
+plots them. :meth:`record` gives one row as a small record for code that handles one
+message at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from sim_real_bridge.core.events import EventRecord
+from sim_real_bridge.core.ledger import CategoryShareRecord
+
+PHASE_FREE = 0
+PHASE_CONTACT = 1
+
+
+class _Columns:
+    """Shared behaviour of the column sets (dataclasses of equal-length arrays)."""
+
+    t_ns: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.t_ns)
+
+    def take(self, rows: np.ndarray) -> Any:
+        """The same columns at the given rows."""
+        return type(self)(**{f.name: _take(getattr(self, f.name), rows) for f in fields(self)})  # type: ignore[arg-type]
+
+    @classmethod
+    def concat(cls, parts: list[Any]) -> Any:
+        """Rows of several column sets of this type, in order."""
+        first = parts[0]
+        return cls(**{f.name: _concat([getattr(p, f.name) for p in parts]) for f in fields(first)})  # type: ignore[arg-type]
+
+
+def _take(value: Any, rows: np.ndarray) -> Any:
+    return value[rows] if isinstance(value, np.ndarray) else value
+
+
+def _concat(values: list[Any]) -> Any:
+    return np.concatenate(values) if isinstance(values[0], np.ndarray) else values[0]
+
+
+@dataclass
+class JointDivergenceRecord:
+    """Per-joint residuals (real minus sim) at one analysis time."""
+
+    stamp_ns: int
+    names: tuple[str, ...]
+    position_residual_rad: np.ndarray
+    velocity_residual_rad_s: np.ndarray
+    effort_residual: np.ndarray
+    clock_offset_s: float
+    clock_offset_std_s: float
+    latency_s: float
+    latency_std_s: float
+    latency_compensated: bool = False
+
+
+@dataclass
+class JointColumns(_Columns):
+    """Per-joint residuals, (K, J) arrays in ``names`` order; timing per row."""
+
+    t_ns: np.ndarray
+    decision_ns: np.ndarray
+    names: tuple[str, ...]
+    position_residual_rad: np.ndarray
+    velocity_residual_rad_s: np.ndarray
+    effort_residual: np.ndarray
+    clock_offset_s: np.ndarray
+    clock_offset_std_s: np.ndarray
+    latency_s: np.ndarray
+    latency_std_s: np.ndarray
+
+    def record(self, k: int) -> JointDivergenceRecord:
+        return JointDivergenceRecord(
+            stamp_ns=int(self.t_ns[k]), names=self.names, position_residual_rad=self.position_residual_rad[k],
+            velocity_residual_rad_s=self.velocity_residual_rad_s[k], effort_residual=self.effort_residual[k],
+            clock_offset_s=float(self.clock_offset_s[k]), clock_offset_std_s=float(self.clock_offset_std_s[k]),
+            latency_s=float(self.latency_s[k]), latency_std_s=float(self.latency_std_s[k]))
+
+
+@dataclass
+class PoseDivergenceRecord:
+    """End-effector (and object) pose divergence at one analysis time; quaternions wxyz."""
+
+    stamp_ns: int
+    sim_ee_position_m: np.ndarray
+    sim_ee_orientation_wxyz: np.ndarray
+    real_ee_position_m: np.ndarray
+    real_ee_orientation_wxyz: np.ndarray
+    ee_position_error_m: np.ndarray
+    ee_position_error_norm_m: float
+    ee_orientation_error_rad: float
+    has_object: bool = False
+    sim_object_position_m: np.ndarray = field(default_factory=lambda: np.full(3, np.nan))
+    sim_object_orientation_wxyz: np.ndarray = field(default_factory=lambda: np.array([1.0, 0, 0, 0]))
+    real_object_position_m: np.ndarray = field(default_factory=lambda: np.full(3, np.nan))
+    real_object_orientation_wxyz: np.ndarray = field(default_factory=lambda: np.array([1.0, 0, 0, 0]))
+    object_position_error_norm_m: float = float("nan")
+    object_orientation_error_rad: float = float("nan")
+
+
+@dataclass
+class PoseColumns(_Columns):
+    """End-effector and object poses of both sides ((K, 3) positions, (K, 4) wxyz) and errors."""
+
+    t_ns: np.ndarray
+    decision_ns: np.ndarray
+    sim_ee: np.ndarray  # (K, 7) position, orientation
+    real_ee: np.ndarray
+    ee_position_error_norm_m: np.ndarray
+    ee_orientation_error_rad: np.ndarray
+    has_object: np.ndarray
+    sim_object: np.ndarray
+    real_object: np.ndarray
+    object_position_error_norm_m: np.ndarray
+    object_orientation_error_rad: np.ndarray
+
+    def record(self, k: int) -> PoseDivergenceRecord:
+        sim, real = self.sim_ee[k], self.real_ee[k]
+        has_object = bool(self.has_object[k])
+        identity = np.array([1.0, 0.0, 0.0, 0.0])
+        return PoseDivergenceRecord(
+            int(self.t_ns[k]), sim[:3], sim[3:], real[:3], real[3:], real[:3] - sim[:3],
+            float(self.ee_position_error_norm_m[k]), float(self.ee_orientation_error_rad[k]), has_object,
+            self.sim_object[k, :3] if has_object else np.full(3, np.nan),
+            self.sim_object[k, 3:] if has_object else identity,
+            self.real_object[k, :3] if has_object else np.full(3, np.nan),
+            self.real_object[k, 3:] if has_object else identity,
+            float(self.object_position_error_norm_m[k]), float(self.object_orientation_error_rad[k]))
+
+
+@dataclass
+class ContactRecord:
+    """Wrist wrench of both sides and their residual (real minus sim) at one analysis time."""
+
+    stamp_ns: int
+    sim_force_n: np.ndarray
+    sim_torque_nm: np.ndarray
+    real_force_n: np.ndarray
+    real_torque_nm: np.ndarray
+    residual_force_n: np.ndarray
+    residual_torque_nm: np.ndarray
+    force_residual_norm_n: float
+    torque_residual_norm_nm: float
+    sim_contact_phase: int
+    real_contact_phase: int
+
+
+@dataclass
+class ContactColumns(_Columns):
+    """Wrist wrenches of both sides ((K, 6) force then torque, sensor frame) and contact phases."""
+
+    t_ns: np.ndarray
+    decision_ns: np.ndarray
+    sim_wrench: np.ndarray
+    real_wrench: np.ndarray
+    sim_contact_phase: np.ndarray
+    real_contact_phase: np.ndarray
+
+    @property
+    def residual(self) -> np.ndarray:
+        """(K, 6) real minus sim."""
+        return self.real_wrench - self.sim_wrench
+
+    @property
+    def force_residual_norm_n(self) -> np.ndarray:
+        return np.linalg.norm(self.residual[:, :3], axis=1)
+
+    @property
+    def torque_residual_norm_nm(self) -> np.ndarray:
+        return np.linalg.norm(self.residual[:, 3:], axis=1)
+
+    def record(self, k: int) -> ContactRecord:
+        sim, real = self.sim_wrench[k], self.real_wrench[k]
+        res = real - sim
+        return ContactRecord(int(self.t_ns[k]), sim[:3], sim[3:], real[:3], real[3:], res[:3], res[3:],
+                             float(np.linalg.norm(res[:3])), float(np.linalg.norm(res[3:])),
+                             int(self.sim_contact_phase[k]), int(self.real_contact_phase[k]))
+
+
+@dataclass
+class SummaryRecord:
+    """Ledger and health of the engine (DivergenceSummary)."""
+
+    stamp_ns: int
+    elapsed_s: float
+    window_s: float
+    ledger: list[CategoryShareRecord]
+    unexplained_share_run: float
+    unexplained_share_window: float
+    joint_position_rms_rad: float
+    ee_position_rms_m: float
+    force_residual_rms_n: float
+    event_count: int
+    open_event_count: int
+    rejected_count: int
+    rejected_by_reason: dict[str, int]
+    clock_offset_s: float
+    latency_s: float
+    clock_resets: int
+
+
+@dataclass
+class EngineOutput:
+    """Everything produced by one call of the engine, in grid-time order."""
+
+    joints: JointColumns | None = None
+    poses: PoseColumns | None = None
+    contacts: ContactColumns | None = None
+    events: list[tuple[int, EventRecord]] = field(default_factory=list)  # (decision_ns, record)
+    summaries: list[SummaryRecord] = field(default_factory=list)
+    analysed: int = 0
+    skipped: int = 0
+
+    def extend(self, other: EngineOutput) -> None:
+        """Append another output's rows after this one's."""
+        for name in ("joints", "poses", "contacts"):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if theirs is not None and len(theirs):
+                setattr(self, name, theirs if mine is None or not len(mine) else type(mine).concat([mine, theirs]))
+        self.events += other.events
+        self.summaries += other.summaries
+        self.analysed += other.analysed
+        self.skipped += other.skipped

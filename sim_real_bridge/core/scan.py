@@ -1,0 +1,323 @@
+"""The scan: one pass over the grid rows for what is causal and stateful.
+
+The read stage gives every stream at a batch of grid times; what depends on the past
+of the analysis itself is computed here, in order, over a named state that carries
+from batch to batch (live: a few rows per batch; replay: thousands):
+
+- smoothed residual magnitudes (exponential smoothing, vectorized with carried state);
+- the tool's weight as the sim's free-space wrist force, and contact on each side
+  (hysteresis on the force beyond that weight);
+- the object's error growth and how far it wandered with nothing the sim models near it;
+- stall timers per joint, the unexplained-residual timer, the latency estimate;
+- attribution (:mod:`~sim_real_bridge.core.attribution`) and event debouncing.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import insort
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.signal import lfilter
+
+from sim_real_bridge.core.attribution import (
+    AttributionConfig,
+    Attribution,
+    TickFeatures,
+    attribute,
+)
+from sim_real_bridge.core.fits import DelayFit
+from sim_real_bridge.core.health import DETECTORS, UNTRUSTED, StreamFlags
+from sim_real_bridge.core.read_stage import Grid
+
+#: Fitted delays kept for the latency estimate (the newest).
+LATENCY_DELAYS_KEPT = 2000
+
+
+@dataclass(frozen=True)
+class ScanConfig:
+    """What the scan needs of the engine config (times in ns unless named otherwise)."""
+
+    dt_s: float
+    smooth_alpha: float
+    weight_alpha: float
+    contact_force_n: float
+    contact_release_n: float
+    contact_recent_ns: int
+    object_lag_ns: int
+    stall_speed_rad_s: float
+    stall_sim_speed_rad_s: float
+    attribution: AttributionConfig
+
+
+@dataclass
+class Smoothed:
+    """Exponentially smoothed residuals at K rows (carried: the last row's)."""
+
+    q_sq: np.ndarray | None = None  # (J,) of the squared joint residuals
+    effort_sq: np.ndarray | None = None  # (J,)
+    force_n: np.ndarray | None = None  # (3,) world-frame force residual
+    torque_nm: np.ndarray | None = None  # (3,)
+
+
+@dataclass
+class ScanState:
+    """Everything the scan carries from one row to the next."""
+
+    smoothed: Smoothed = field(default_factory=Smoothed)
+    tool_weight_n: dict[bool, tuple[float, float, float] | None] = field(
+        default_factory=lambda: {True: None, False: None})  # by frame_world
+    sim_contact: bool = False
+    real_contact: bool = False
+    sim_contact_last_ns: int | None = None
+    object_history: deque = field(default_factory=deque)  # (t_ns, error vector) of recent rows
+    object_last_error: tuple[float, float, float] | None = None
+    object_free_drift_m: float = 0.0
+    stall_s: list[float] = field(default_factory=list)
+    fit: DelayFit | None = None
+    unexplained_s: float = 0.0
+    last_untrusted_ns: int | None = None
+    last_active_ns: dict[str, int] = field(default_factory=dict)
+    last_kind: dict[str, str] = field(default_factory=dict)
+    fitted_delays_s: deque = field(default_factory=lambda: deque(maxlen=LATENCY_DELAYS_KEPT))
+    sorted_delays_s: list[float] = field(default_factory=list)
+
+    def latency_s(self) -> tuple[float, float]:
+        """Median and std of the fitted delays so far (0, 0 before any)."""
+        ordered = self.sorted_delays_s
+        if not ordered:
+            return 0.0, 0.0
+        mid = len(ordered) // 2
+        median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+        return median, float(np.std(self.fitted_delays_s))
+
+    def add_delay(self, delay_s: float) -> None:
+        if len(self.fitted_delays_s) == self.fitted_delays_s.maxlen:
+            self.sorted_delays_s.remove(self.fitted_delays_s[0])
+        self.fitted_delays_s.append(delay_s)
+        insort(self.sorted_delays_s, delay_s)
+
+
+@dataclass
+class ScanRows:
+    """Per-row results of a scan: contact phases, latency and the attribution."""
+
+    sim_contact: np.ndarray
+    sim_contact_recent: np.ndarray
+    real_contact: np.ndarray
+    latency_s: np.ndarray
+    latency_std_s: np.ndarray
+    verdicts: list[Attribution]
+
+
+def ema(values: np.ndarray, valid: np.ndarray, alpha: float, carry: np.ndarray | None
+        ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Exponential smoothing of the valid rows of values (K, w), held over the others.
+
+    Returns (smoothed (K, w), zeros before the first value ever; the carry for the next batch).
+    """
+    rows = values[valid]
+    if not len(rows):
+        held = np.zeros(values.shape) if carry is None else np.broadcast_to(carry, values.shape).copy()
+        return held, carry
+    start = rows[0] if carry is None else carry
+    out, _ = lfilter([alpha], [1.0, alpha - 1.0], rows, axis=0, zi=((1 - alpha) * start)[None, :])
+    at = np.maximum.accumulate(np.where(valid, np.cumsum(valid) - 1, -1))
+    before = np.zeros(values.shape[1]) if carry is None else carry
+    smoothed = np.where((at >= 0)[:, None], out[np.maximum(at, 0)], before)
+    return smoothed, out[-1]
+
+
+def smooth(grid: Grid, state: Smoothed, alpha: float) -> dict[str, np.ndarray]:
+    """Smoothed residual magnitudes at every row: joint, effort (L-inf over joints),
+    force and torque norms, and the smoothed force vector."""
+    valid = grid.joints_valid
+    q_res = grid.q_res_rad
+    effort = grid.effort_res
+    q_sq, state.q_sq = ema(q_res * q_res, valid, alpha, state.q_sq)
+    effort_sq, state.effort_sq = ema(np.where(np.isfinite(effort), effort * effort, 0.0), valid, alpha, state.effort_sq)
+    force, state.force_n = ema(grid.force_res_n, grid.wrench_valid, alpha, state.force_n)
+    torque, state.torque_nm = ema(grid.torque_res_nm, grid.wrench_valid, alpha, state.torque_nm)
+    width = q_sq.shape[1] > 0
+    return {
+        "joint_residual_rad": np.sqrt(q_sq.max(axis=1)) if width else np.zeros(len(grid)),
+        "effort_residual": np.sqrt(effort_sq.max(axis=1)) if width else np.zeros(len(grid)),
+        "force_residual_n": np.linalg.norm(force, axis=1),
+        "torque_residual_nm": np.linalg.norm(torque, axis=1),
+        "external_force_n": force,
+    }
+
+
+def _contact(state: ScanState, cfg: ScanConfig, frame_world: bool, sim_force: list[float],
+             real_force: list[float], sim_ok: bool, real_ok: bool) -> float:
+    """Update the tool weight and both sides' contact; returns the sim's force beyond the weight."""
+    weight = state.tool_weight_n[frame_world]
+    if sim_ok:
+        if weight is None:
+            weight = tuple(sim_force)
+        elif math.dist(sim_force, weight) < cfg.contact_release_n:
+            a = cfg.weight_alpha
+            weight = tuple((1 - a) * w + a * f for w, f in zip(weight, sim_force, strict=True))
+        state.tool_weight_n[frame_world] = weight
+    base = weight or (0.0, 0.0, 0.0)
+    sim_beyond = 0.0
+    if sim_ok:
+        sim_beyond = math.dist(sim_force, base)
+        state.sim_contact = sim_beyond > (cfg.contact_release_n if state.sim_contact else cfg.contact_force_n)
+    if real_ok:
+        real_beyond = math.dist(real_force, base)
+        state.real_contact = real_beyond > (cfg.contact_release_n if state.real_contact else cfg.contact_force_n)
+    return sim_beyond
+
+
+def _object(state: ScanState, cfg: ScanConfig, t: int, error: list[float], error_m: float,
+            sim_contact_recent: bool) -> float:
+    """Track the object's error; returns its growth rate (m/s, NaN when unknown)."""
+    if not math.isfinite(error_m):
+        state.object_history.clear()
+        state.object_last_error = None
+        return math.nan
+    history = state.object_history
+    history.append((t, error))
+    while len(history) > 1 and history[1][0] <= t - cfg.object_lag_ns:
+        history.popleft()
+    speed = math.nan
+    t_old, e_old = history[0]
+    if t - t_old >= cfg.object_lag_ns // 2:
+        speed = math.dist(error, e_old) / ((t - t_old) * 1e-9)
+    # How far the object wandered on its own (nothing the sim models touching it).
+    if error_m < cfg.attribution.object_error_m:
+        state.object_free_drift_m = 0.0
+    elif not sim_contact_recent and state.object_last_error is not None:
+        state.object_free_drift_m += math.dist(error, state.object_last_error)
+    state.object_last_error = tuple(error)
+    return speed
+
+
+def _stalls(state: ScanState, cfg: ScanConfig, names: tuple[str, ...], stalling: list[bool],
+            slow_real: list[bool]) -> tuple[tuple[str, ...], float]:
+    """Advance the per-joint stall timers; a stalled joint stays so until it moves again."""
+    if not state.stall_s:
+        state.stall_s = [0.0] * len(names)
+    minimum = cfg.attribution.stall_min_s
+    state.stall_s = [s + cfg.dt_s if stall or (s >= minimum and slow) else 0.0
+                     for s, stall, slow in zip(state.stall_s, stalling, slow_real, strict=True)]
+    stalled = tuple(name for name, s in zip(names, state.stall_s, strict=True) if s > 0)
+    return stalled, max(state.stall_s) if stalled else 0.0
+
+
+def sensor_flags(flags: dict[str, StreamFlags], k: int) -> list[tuple[str, float, dict[str, str]]]:
+    """The active detectors at row k as (name, severity, evidence with the stream)."""
+    out = []
+    for stream, stream_flags in flags.items():
+        for name in DETECTORS:
+            active = stream_flags.active.get(name)
+            if active is not None and active[k]:
+                out.append((name, float(stream_flags.severity[name][k]),
+                            {"stream": stream, **stream_flags.evidence(name, k)}))
+    return out
+
+
+def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tuple[str, ...],
+        state: ScanState, cfg: ScanConfig) -> ScanRows:
+    """Scan the rows of a batch in order.
+
+    Args:
+        grid: the batch, health flags included.
+        fits: the fits run in this batch, at rows ``fit_rows``.
+        names: analysed joint names.
+        state: carried from the previous batch; updated.
+        cfg: scan parameters.
+    """
+    k_rows = len(grid)
+    smoothed = smooth(grid, state.smoothed, cfg.smooth_alpha)
+    fit_at = dict(zip(fit_rows, fits, strict=True))
+    flagged = np.zeros(k_rows, dtype=bool)
+    for stream_flags in grid.flags.values():
+        flagged |= stream_flags.any_active()
+    sim_qd, real_qd = np.abs(grid.sim_qd_rad_s), np.abs(grid.real_qd_rad_s)
+    with np.errstate(invalid="ignore"):
+        stalling = ((real_qd < cfg.stall_speed_rad_s) & (sim_qd > cfg.stall_sim_speed_rad_s)).tolist()
+        slow_real = (real_qd < 2 * cfg.stall_speed_rad_s).tolist()
+    ee_error = np.linalg.norm(grid.ee_error_m, axis=1)
+    object_error = grid.real_object[:, :3] - grid.sim_object[:, :3]
+    object_error_m = np.linalg.norm(object_error, axis=1)
+    with np.errstate(invalid="ignore"):
+        object_tool_m = np.abs(np.linalg.norm(grid.real_object[:, :3] - grid.real_ee[:, :3], axis=1)
+                               - np.linalg.norm(grid.sim_object[:, :3] - grid.sim_ee[:, :3], axis=1))
+    columns = dict(
+        t=grid.t_ns.tolist(), valid=grid.joints_valid.tolist(), wrench_valid=grid.wrench_valid.tolist(),
+        frame_world=grid.frame_world.tolist(), sim_force=grid.sim_world_force_n.tolist(),
+        real_force=grid.real_world_force_n.tolist(),
+        sim_ok=np.isfinite(grid.sim_world_force_n).all(axis=1).tolist(),
+        real_ok=np.isfinite(grid.real_world_force_n).all(axis=1).tolist(),
+        object_error=object_error.tolist(), object_error_m=object_error_m.tolist(),
+        object_tool_m=object_tool_m.tolist(), ee_error=ee_error.tolist(),
+        real_tool_object_m=np.linalg.norm(grid.real_object[:, :3] - grid.real_ee[:, :3], axis=1).tolist(),
+        **{name: values.tolist() for name, values in smoothed.items()},
+    )
+    out = ScanRows(*(np.zeros(k_rows, dtype=bool) for _ in range(3)), np.zeros(k_rows), np.zeros(k_rows), [])
+    for k in range(k_rows):
+        row = {name: values[k] for name, values in columns.items()}
+        out.verdicts.append(_row(grid, k, row, stalling[k], slow_real[k], fit_at.get(k, _NO_FIT), flagged[k],
+                                 names, state, cfg))
+        out.sim_contact[k], out.real_contact[k] = state.sim_contact, state.real_contact
+        out.sim_contact_recent[k] = (state.sim_contact_last_ns is not None
+                                     and row["t"] - state.sim_contact_last_ns <= cfg.contact_recent_ns)
+        out.latency_s[k], out.latency_std_s[k] = state.latency_s()
+    return out
+
+
+_NO_FIT = object()
+
+
+def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bool], fit: object, flagged: bool,
+         names: tuple[str, ...], state: ScanState, cfg: ScanConfig) -> Attribution:
+    """One grid time: the state's update, then the attribution."""
+    t = row["t"]
+    valid = row["valid"]
+    sim_force_n = _contact(state, cfg, row["frame_world"], row["sim_force"], row["real_force"],
+                           row["sim_ok"], row["real_ok"])
+    if state.sim_contact:
+        state.sim_contact_last_ns = t
+    recent = state.sim_contact_last_ns is not None and t - state.sim_contact_last_ns <= cfg.contact_recent_ns
+    object_speed = _object(state, cfg, t, row["object_error"], row["object_error_m"], recent)
+    stalled, stall_s = _stalls(state, cfg, names, stalling, slow_real) if valid else ((), 0.0)
+    if fit is not _NO_FIT:
+        state.fit = fit  # type: ignore[assignment]
+        if state.fit is not None and state.fit.identifiable:
+            state.add_delay(state.fit.delay_s)
+    attribution = cfg.attribution
+    if (state.fit is not None and row["joint_residual_rad"] > attribution.unexplained_residual_rad
+            and state.fit.explained < attribution.dynamics_min_explained):
+        state.unexplained_s += cfg.dt_s
+    else:
+        state.unexplained_s = 0.0
+    flags = sensor_flags(grid.flags, k) if flagged else []
+    if any(name in UNTRUSTED for name, _, _ in flags):
+        state.last_untrusted_ns = t
+    features = TickFeatures(
+        t_ns=t, joints_valid=valid, joint_residual_rad=row["joint_residual_rad"],
+        effort_residual=row["effort_residual"], force_residual_n=row["force_residual_n"],
+        torque_residual_nm=row["torque_residual_nm"], sim_force_n=sim_force_n,
+        external_force_n=row["external_force_n"], wrench_valid=row["wrench_valid"],
+        sim_contact=state.sim_contact, sim_contact_recent=recent, real_contact=state.real_contact,
+        sim_tip_velocity_m_s=grid.sim_tip_velocity_m_s[k], real_tip_velocity_m_s=grid.real_tip_velocity_m_s[k],
+        ee_error_m=row["ee_error"], object_error_m=row["object_error_m"],
+        object_tool_error_m=row["object_tool_m"], object_error_speed_m_s=object_speed,
+        object_free_drift_m=state.object_free_drift_m, real_tool_object_m=row["real_tool_object_m"],
+        sim_object_speed_m_s=float(grid.sim_object_speed_m_s[k]), stalled_joints=stalled, stall_s=stall_s,
+        fit=state.fit, unexplained_s=state.unexplained_s, sensor_flags=flags,
+        since_untrusted_s=(t - state.last_untrusted_ns) * 1e-9 if state.last_untrusted_ns is not None else math.inf,
+        since_active_s={c: (t - ns) * 1e-9 for c, ns in state.last_active_ns.items()},
+        last_kind=state.last_kind,
+    )
+    verdict = attribute(features, attribution)
+    for category, (_, kind, _) in verdict.active.items():
+        if category == "unauthored" and verdict.tail:
+            continue  # a tail is measured from the last direct evidence: it never extends itself
+        state.last_active_ns[category] = t
+        state.last_kind[category] = kind
+    return verdict

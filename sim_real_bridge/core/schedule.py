@@ -1,0 +1,88 @@
+"""When each analysis grid time is due: the read schedule, the same live and in replay.
+
+Analysis runs at fixed grid times ``k / analysis_rate_hz`` on the monitor time base. A
+grid time t is due, on the monitor's receive clock, once every stream has a sample at
+or after t; or, a ``horizon`` after t, once the streams that have not are silent for
+longer than their patience (a stall: a dropout, a dead driver); and at the latest
+``max_backlog`` after t. Patience is the horizon, or longer for a stream that has been
+delivered in bursts (a backlog in the monitor's queue is late, not lost).
+
+Every rule is causal (it looks only at what had arrived by then), so the live monitor,
+asking "what is due now?" with its buffers as they are, and replay, asking "when did
+each grid time become due?" with the whole recording in memory, get the same answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from sim_real_bridge.core.buffers import StreamBuffer
+from sim_real_bridge.core.health import StreamHealth
+
+NEVER_NS = np.iinfo(np.int64).max
+
+
+def stall_times(t_ns: np.ndarray, health: StreamHealth, horizon_ns: int) -> np.ndarray:
+    """(K,) the earliest receive time at or after t + horizon at which the stream had
+    been silent for longer than its patience (NEVER_NS when the data so far has none)."""
+    arrivals = health.recv_ns
+    start = t_ns + horizon_ns
+    if not arrivals.size:
+        return start
+    patience = np.maximum(horizon_ns, (1.2e9 * health.burst_silence_s(start)).astype(np.int64))
+    j = np.searchsorted(arrivals, start, side="right") - 1
+    last = arrivals[np.maximum(j, 0)]
+    out = np.full(len(t_ns), NEVER_NS, dtype=np.int64)
+    silent_now = (j < 0) | (start - last > patience)
+    out[silent_now] = start[silent_now]
+    # Otherwise: the end of the first delivery silence longer than the patience after start.
+    steps = np.diff(arrivals)
+    gaps = np.flatnonzero(steps > horizon_ns)
+    g = np.searchsorted(gaps, j)
+    found = ~silent_now & (g < gaps.size)
+    gap_at = gaps[np.minimum(g, max(gaps.size - 1, 0))] if gaps.size else np.zeros(len(t_ns), np.intp)
+    long_enough = found & (steps[gap_at] > patience) if gaps.size else found
+    out[long_enough] = arrivals[gap_at[long_enough]] + patience[long_enough] + 1
+    for k in np.flatnonzero(found & ~long_enough).tolist():  # a burst-lengthened patience (rare)
+        later = gaps[g[k]:][steps[gaps[g[k]:]] > patience[k]]
+        if later.size:
+            out[k] = arrivals[later[0]] + patience[k] + 1
+    return out
+
+
+def ready_times(t_ns: np.ndarray, streams: Sequence[tuple[StreamBuffer, StreamHealth]], horizon_ns: int,
+                backlog_ns: int) -> np.ndarray:
+    """(K,) when each grid time became due (NEVER_NS: not by what has arrived so far).
+
+    Args:
+        t_ns: (K,) grid times, increasing.
+        streams: (buffer, health) of every stream the analysis waits for; one not yet
+            seen when a grid time is otherwise due is not waited for.
+        horizon_ns: wait at least this long for a late stream before judging it stalled.
+        backlog_ns: never wait longer than this.
+    """
+    ready = np.full(len(t_ns), np.iinfo(np.int64).min, dtype=np.int64)
+    for buffer, health in sorted(streams, key=lambda s: s[0].first_recv_ns or NEVER_NS):
+        if buffer.first_recv_ns is None:
+            continue
+        ok = np.minimum(buffer.reached(t_ns), stall_times(t_ns, health, horizon_ns))
+        waits = (ready == np.iinfo(np.int64).min) | (ready >= buffer.first_recv_ns)
+        ready = np.where(waits, np.maximum(ready, ok), ready)
+    return np.minimum(ready, t_ns + backlog_ns)
+
+
+def decision_times(t_ns: np.ndarray, ready_ns: np.ndarray, ticks_ns: np.ndarray, backlog_ns: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """When the monitor, ticking at ticks_ns, analyses each grid time; grid times go in order.
+
+    Returns:
+        (decision (K,): the tick that analysed it, NEVER_NS when no tick did;
+         skipped (K,): dropped because the tick came more than backlog_ns after it).
+    """
+    at = np.searchsorted(ticks_ns, ready_ns, side="left")
+    decision = np.where(at < len(ticks_ns), ticks_ns[np.minimum(at, len(ticks_ns) - 1)], NEVER_NS)
+    decision = np.maximum.accumulate(decision) if len(decision) else decision
+    skipped = (decision != NEVER_NS) & (t_ns < decision - backlog_ns)
+    return decision, skipped
