@@ -128,9 +128,10 @@ class DivergenceEngine:
             moving_window_ns=int(max(0.05, 2 * cfg.features.frozen_samples * 0.002) * 1e9),
             moving_threshold=cfg.features.frozen_motion_threshold,
             stall_speed_rad_s=cfg.stall_speed_rad_s, stall_sim_speed_rad_s=cfg.stall_sim_speed_rad_s)
+        delay_step_ns = int(round(cfg.fit_delay_step_s * 1e9))
         self._fit = fits.FitConfig(
-            window_ns=int(cfg.fit_window_s * 1e9), step_ns=self.dt_ns,
-            delays_ns=(np.arange(0.0, cfg.fit_max_delay_s + 1e-12, cfg.fit_delay_step_s) * 1e9).astype(np.int64),
+            window_ns=int(cfg.fit_window_s * 1e9), step_ns=self.dt_ns, delay_step_ns=delay_step_ns,
+            delays_ns=delay_step_ns * np.arange(int(cfg.fit_max_delay_s / cfg.fit_delay_step_s + 1e-9) + 1),
             max_gap_ns=int(cfg.max_interp_gap_s * 1e9), min_motion_rad=cfg.fit_min_motion_rad)
         alpha = min(1.0, self.dt_ns * 1e-9 / cfg.smooth_tau_s)
         self._scan = scan.ScanConfig(
@@ -220,9 +221,10 @@ class DivergenceEngine:
                 if side not in self._layout:
                     self._layout[side] = chunk.names
                 n = len(chunk.names)
-                values = values[:, np.concatenate((order, n + order, 2 * n + order))]
-        checked = intake.check_rows(self.intake, stream, chunk.stamp_ns, chunk.recv_ns,
-                                    _sent(values) if stream == "joint_states" else values, chunk.frame_ids,
+                if len(order) != n or (order != np.arange(n)).any():
+                    values = values[:, np.concatenate((order, n + order, 2 * n + order))]
+        nonfinite = intake.nonfinite_rows(values, joint_blocks=stream == "joint_states")
+        checked = intake.check_rows(self.intake, stream, chunk.stamp_ns, chunk.recv_ns, nonfinite, chunk.frame_ids,
                                     names_reason)
         counts = checked.counts()
         if counts:
@@ -553,7 +555,7 @@ class DivergenceEngine:
     def summary(self, now_ns: int) -> SummaryRecord:
         """Ledger, rms figures, counts and timing at now_ns."""
         rows, un_run, un_win = self._ledger.rows()
-        latency_s, _ = self._state.latency_s()
+        latency_s, _ = self._state.latency
         offset_s, _ = self._offset_now()
         return SummaryRecord(
             stamp_ns=int(now_ns), elapsed_s=max(0.0, (int(now_ns) - self.t0_ns()) * 1e-9) if self.first_recv_ns else 0.0,
@@ -579,7 +581,7 @@ class DivergenceEngine:
     def run_summary(self) -> dict[str, Any]:
         """summary.json content: events, timing, residuals, calibration, ledger, counts."""
         names = self.joint_names or ()
-        latency_s, latency_std_s = self._state.latency_s()
+        latency_s, latency_std_s = self._state.latency
         offset_s, offset_std_s = self._offset_now()
         stream_names = dict(enumerate(STREAMS))
         return {
@@ -597,6 +599,13 @@ class DivergenceEngine:
                        "events": self._events.event_count},
             "warnings": list(self.warnings),
         }
+
+
+def _concat(parts: list[Any]) -> Any:
+    parts = [p for p in parts if p is not None and len(p)]
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else type(parts[0]).concat(parts)
 
 
 def _concat(parts: list[Any]) -> Any:

@@ -42,7 +42,8 @@ class FitConfig:
 
     window_ns: int
     step_ns: int
-    delays_ns: np.ndarray
+    delay_step_ns: int
+    delays_ns: np.ndarray  # 0, delay_step_ns, 2 * delay_step_ns, ...
     max_gap_ns: int
     min_motion_rad: float
 
@@ -67,28 +68,42 @@ def fit_windows(t_ns: np.ndarray, sim: StreamBuffer, real: StreamBuffer, joints:
     times = t_ns[:, None] - np.arange(n)[::-1] * cfg.step_ns  # (F, n)
     real_q = sample(real, times.ravel(), cfg.max_gap_ns, 3 * joints.real_count)[:, joints.real_index]
     real_q = real_q.reshape(len(t_ns), n, -1)  # (F, n, J)
-    # The delayed sim samples share their times (windows overlap, delays are grid steps): each once.
-    query = times[:, None, :] - cfg.delays_ns[None, :, None]  # (F, D, n)
-    unique, where = np.unique(query.ravel(), return_inverse=True)
-    sim_q = sample(sim, unique, cfg.max_gap_ns, 3 * joints.sim_count)[:, joints.sim_index]
-    sim_q = sim_q[where].reshape(query.shape + (-1,))  # (F, D, n, J)
+    # Every delayed sample time lies on one lattice (the grid step and the delay step are
+    # multiples of its step): the sim is read once per lattice point, and each window's
+    # (delays, samples) block is a strided view of those points.
+    lattice = int(np.gcd(cfg.step_ns, cfg.delay_step_ns))
+    step, delay_step = cfg.step_ns // lattice, cfg.delay_step_ns // lattice
+    delays = len(cfg.delays_ns)
+    first = int(t_ns.min()) - (n - 1) * cfg.step_ns - int(cfg.delays_ns[-1])
+    count = (int(t_ns.max()) - first) // lattice + 1
+    points = sample(sim, first + lattice * np.arange(count), cfg.max_gap_ns, 3 * joints.sim_count)
+    points = np.ascontiguousarray(points[:, joints.sim_index])  # (P, J)
+    rows, cols = points.strides
+    span = (n - 1) * step + (delays - 1) * delay_step
+    blocks = np.lib.stride_tricks.as_strided(
+        points, shape=(count - span, delays, n, points.shape[1]),
+        strides=(rows, delay_step * rows, step * rows, cols), writeable=False)
+    # Block b holds, at (i, k), point b + i * delay_step + k * step: delay index D - 1 - i.
+    sim_q = blocks[(t_ns - first) // lattice - span][:, ::-1]  # (F, D, n, J)
     ok = np.isfinite(real_q).all(axis=2) & np.isfinite(sim_q).all(axis=(1, 3))  # (F, n)
     return _fit(real_q, sim_q, ok, cfg)
 
 
 def _fit(real: np.ndarray, sim: np.ndarray, ok: np.ndarray, cfg: FitConfig) -> list[DelayFit | None]:
-    """Least squares per window, delay and joint on the samples marked ok."""
-    weight = ok.astype(float)  # (F, n)
-    count = weight.sum(axis=1)  # (F,)
+    """Least squares per window, delay and joint on the samples marked ok (from sums, one pass each)."""
+    count = ok.sum(axis=1).astype(float)  # (F,)
     covered = count >= MIN_COVERAGE * ok.shape[1]
-    y = np.where(ok[:, :, None], real, 0.0)  # (F, n, J)
-    x = np.where(ok[:, None, :, None], sim, 0.0)  # (F, D, n, J)
-    safe = np.maximum(count, 1.0)
-    yc = (y - (y.sum(axis=1) / safe[:, None])[:, None, :]) * weight[:, :, None]
-    xc = (x - (x.sum(axis=2) / safe[:, None, None])[:, :, None, :]) * weight[:, None, :, None]
-    syy = np.einsum("fnj,fnj->fj", yc, yc)[:, None, :]
-    sxy = np.einsum("fdnj,fnj->fdj", xc, yc)
-    sxx = np.einsum("fdnj,fdnj->fdj", xc, xc)  # (F, D, J)
+    if ok.all():
+        x, y = sim, real
+    else:
+        y = np.where(ok[:, :, None], real, 0.0)  # (F, n, J)
+        x = np.where(ok[:, None, :, None], sim, 0.0)  # (F, D, n, J)
+    safe = np.maximum(count, 1.0)[:, None]
+    sum_x, sum_y = x.sum(axis=2), y.sum(axis=1)[:, None, :]  # (F, D, J), (F, 1, J)
+    mean_x, mean_y = sum_x / safe[:, :, None], sum_y / safe[:, :, None]
+    sxx = np.einsum("fdnj,fdnj->fdj", x, x) - sum_x * mean_x
+    sxy = np.einsum("fdnj,fnj->fdj", x, y) - sum_x * mean_y
+    syy = np.einsum("fnj,fnj->fj", y, y)[:, None, :] - sum_y * mean_y
     sxr = sxy - sxx  # sum of xc * (yc - xc)
     slope = np.where(sxx > 1e-12, sxr / np.maximum(sxx, 1e-12), 0.0)
     sse = np.maximum(syy - 2.0 * sxy + sxx - slope * sxr, 0.0)
@@ -98,10 +113,12 @@ def _fit(real: np.ndarray, sim: np.ndarray, ok: np.ndarray, cfg: FitConfig) -> l
     best = np.argmin(total, axis=1)
     rows = np.arange(len(best))
     worst = np.argmax(squares, axis=1)
-    motion = np.sqrt(sxx[:, 0] / safe[:, None]).max(axis=1)  # std of the sim over the window
-    size = safe * real.shape[2]
+    motion = np.sqrt(np.maximum(sxx[:, 0], 0.0) / safe).max(axis=1)  # std of the sim over the window
+    size = safe[:, 0] * real.shape[2]
     with np.errstate(divide="ignore", invalid="ignore"):
         explained = np.nan_to_num(np.maximum(1.0 - total[rows, best] / sst, 0.0))
+    residual_rms, fit_rms = np.sqrt(sst / size), np.sqrt(total[rows, best] / size)
+    delay_s, gain = cfg.delays_ns[best] * 1e-9, 1.0 + slope[rows, best, worst]
     out: list[DelayFit | None] = []
     for f in range(len(best)):
         if not covered[f]:
@@ -110,10 +127,8 @@ def _fit(real: np.ndarray, sim: np.ndarray, ok: np.ndarray, cfg: FitConfig) -> l
             out.append(DelayFit(0.0, 1.0, 1.0, 0.0, 0.0, False))
         elif motion[f] < cfg.min_motion_rad:
             # Without motion, delay and gain are not identifiable; only an offset is.
-            out.append(DelayFit(0.0, 1.0, float(explained[f]), float(np.sqrt(sst[f] / size[f])),
-                                float(np.sqrt(total[f, best[f]] / size[f])), False))
+            out.append(DelayFit(0.0, 1.0, float(explained[f]), float(residual_rms[f]), float(fit_rms[f]), False))
         else:
-            out.append(DelayFit(float(cfg.delays_ns[best[f]] * 1e-9), float(1.0 + slope[f, best[f], worst[f]]),
-                                float(explained[f]), float(np.sqrt(sst[f] / size[f])),
-                                float(np.sqrt(total[f, best[f]] / size[f])), True))
+            out.append(DelayFit(float(delay_s[f]), float(gain[f]), float(explained[f]), float(residual_rms[f]),
+                                float(fit_rms[f]), True))
     return out

@@ -32,27 +32,34 @@ class IntakeConfig:
     expected_frames: Mapping[str, str] = field(default_factory=lambda: {"wrench": "", "pose": ""})
 
 
+#: Reasons by code (0: clean), for whole columns of small integers instead of strings.
+REASONS: tuple[str, ...] = ("", validation.FRAME_MISMATCH, validation.FUTURE_STAMP, validation.ZERO_STAMP,
+                            validation.NON_FINITE, validation.EMPTY, validation.OVERSIZED,
+                            validation.DUPLICATE_NAMES, validation.MISSING_JOINT, validation.UNKNOWN_JOINT,
+                            validation.LENGTH_MISMATCH)
+_CODE = {reason: code for code, reason in enumerate(REASONS)}
+
+
 @dataclass
 class Checked:
     """The verdict on a batch of rows of one stream.
 
     Attributes:
         keep: (m,) rows that go on to the analysis.
-        reasons: (m,) why each row was refused or flagged ('' when clean).
+        codes: (m,) why each row was refused or flagged, as an index into REASONS (0: clean).
     """
 
     keep: np.ndarray
-    reasons: np.ndarray
+    codes: np.ndarray
 
     def counts(self) -> dict[str, int]:
         """Rows per reason (refused and flagged)."""
-        named = self.reasons[self.reasons != ""]
-        values, counts = np.unique(named, return_counts=True) if named.size else ((), ())
-        return {str(v): int(c) for v, c in zip(values, counts, strict=True)}
+        counts = np.bincount(self.codes, minlength=len(REASONS))
+        return {REASONS[code]: int(counts[code]) for code in np.flatnonzero(counts[1:]) + 1}
 
 
 def check_rows(config: IntakeConfig, stream: str, stamp_ns: np.ndarray, recv_ns: np.ndarray,
-               values: np.ndarray, frame_ids: Sequence[str] | str = "", names_reason: str | None = None
+               nonfinite: np.ndarray, frame_ids: Sequence[str] | str = "", names_reason: str | None = None
                ) -> Checked:
     """Check rows of one stream.
 
@@ -60,30 +67,45 @@ def check_rows(config: IntakeConfig, stream: str, stamp_ns: np.ndarray, recv_ns:
         config: intake parameters.
         stream: "joint_states", "wrench", "ee_pose" or "object_pose".
         stamp_ns, recv_ns: (m,) stamps and receive times.
-        values: (m, w) the numeric fields (NaN where a message sent none).
+        nonfinite: (m,) rows holding a NaN or infinite value the sender sent.
         frame_ids: one frame per row, or one for all.
         names_reason: a joint_states batch's joint-name problem (refuses every row).
     """
     m = len(stamp_ns)
-    reasons = np.full(m, "", dtype=object)
+    codes = np.zeros(m, dtype=np.uint8)
     if names_reason:
-        reasons[:] = names_reason
-        return Checked(np.zeros(m, dtype=bool), reasons)
+        codes[:] = _CODE[names_reason]
+        return Checked(np.zeros(m, dtype=bool), codes)
     expected = config.expected_frames.get("pose" if stream.endswith("_pose") else stream, "")
     if expected and stream != "joint_states":
-        frames = np.array([frame_ids] * m if isinstance(frame_ids, str) else list(frame_ids), dtype=object)
-        reasons[frames != expected] = validation.FRAME_MISMATCH
+        if isinstance(frame_ids, str):
+            codes[:] = _CODE[validation.FRAME_MISMATCH] if frame_ids != expected else 0
+        else:
+            codes[np.asarray(frame_ids, dtype=object) != expected] = _CODE[validation.FRAME_MISMATCH]
     if config.stamps_on_node_clock:
-        reasons[stamp_ns - recv_ns > config.limits.max_future_s * 1e9] = validation.FUTURE_STAMP
-    reasons[stamp_ns <= 0] = validation.ZERO_STAMP
-    refused = reasons != ""
-    with np.errstate(invalid="ignore", over="ignore"):
-        bad = ~np.isfinite(values).all(axis=1) if values.size else np.zeros(m, dtype=bool)
-    bad &= ~refused
+        codes[stamp_ns - recv_ns > config.limits.max_future_s * 1e9] = _CODE[validation.FUTURE_STAMP]
+    codes[stamp_ns <= 0] = _CODE[validation.ZERO_STAMP]
+    refused = codes != 0
+    flagged = nonfinite & ~refused
     if stream.endswith("_pose"):
-        refused |= bad  # a pose is only ever drawn, never judged as a sensor: refuse it
-    reasons[bad] = validation.NON_FINITE
-    return Checked(~refused, reasons)
+        refused |= flagged  # a pose is only ever drawn, never judged as a sensor: refuse it
+    codes[flagged] = _CODE[validation.NON_FINITE]
+    return Checked(~refused, codes)
+
+
+def nonfinite_rows(values: np.ndarray, joint_blocks: bool = False) -> np.ndarray:
+    """(m,) rows with a non-finite value. With ``joint_blocks`` (rows q, qd, effort), a
+    velocity or effort block all NaN was not sent (JointState allows empty arrays) and
+    does not count."""
+    finite = np.isfinite(values)
+    if not joint_blocks:
+        return ~finite.all(axis=1)
+    n = values.shape[1] // 3
+    bad = ~finite[:, :n].all(axis=1)
+    for block in (slice(n, 2 * n), slice(2 * n, 3 * n)):
+        sent = ~np.isnan(values[:, block]).all(axis=1)
+        bad |= sent & ~finite[:, block].all(axis=1)
+    return bad
 
 
 def joint_order(names: tuple[str, ...], layout: tuple[str, ...] | None, limits: validation.InputLimits

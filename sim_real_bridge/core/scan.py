@@ -83,21 +83,18 @@ class ScanState:
     last_kind: dict[str, str] = field(default_factory=dict)
     fitted_delays_s: deque = field(default_factory=lambda: deque(maxlen=LATENCY_DELAYS_KEPT))
     sorted_delays_s: list[float] = field(default_factory=list)
-
-    def latency_s(self) -> tuple[float, float]:
-        """Median and std of the fitted delays so far (0, 0 before any)."""
-        ordered = self.sorted_delays_s
-        if not ordered:
-            return 0.0, 0.0
-        mid = len(ordered) // 2
-        median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-        return median, float(np.std(self.fitted_delays_s))
+    latency: tuple[float, float] = (0.0, 0.0)  # median and std of the fitted delays (s)
 
     def add_delay(self, delay_s: float) -> None:
+        """Count one fitted delay toward the latency estimate."""
         if len(self.fitted_delays_s) == self.fitted_delays_s.maxlen:
             self.sorted_delays_s.remove(self.fitted_delays_s[0])
         self.fitted_delays_s.append(delay_s)
         insort(self.sorted_delays_s, delay_s)
+        ordered = self.sorted_delays_s
+        mid = len(ordered) // 2
+        median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+        self.latency = (median, float(np.std(self.fitted_delays_s)))
 
 
 @dataclass
@@ -266,7 +263,7 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
         out.sim_contact[k], out.real_contact[k] = state.sim_contact, state.real_contact
         out.sim_contact_recent[k] = (state.sim_contact_last_ns is not None
                                      and row["t"] - state.sim_contact_last_ns <= cfg.contact_recent_ns)
-        out.latency_s[k], out.latency_std_s[k] = state.latency_s()
+        out.latency_s[k], out.latency_std_s[k] = state.latency
     return out
 
 
