@@ -82,7 +82,7 @@ def split_replay(bag: Path, config: ReplayConfig, out: Path) -> dict[str, float]
         t1 = time.process_time()
         outcome = replay_columns(streams, config.engine_config(), config.intake, config.tick_period_s, 1.0)
         t2 = time.process_time()
-        write_divergence_mcap(out / "split.mcap", outcome)
+        write_divergence_mcap(out / "split.mcap", outcome.output)
         t3 = time.process_time()
     return {"read_columns_s": t1 - t0, "engine_s": t2 - t1, "divergence_mcap_s": t3 - t2,
             "messages_fed": outcome.message_count, "analysis_ticks": outcome.engine.analysis_count}

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from operator import attrgetter, is_
+from operator import is_
 from pathlib import Path
 from typing import Any
 
@@ -55,16 +55,9 @@ import numpy as np
 import yaml
 
 from sim_real_bridge.errors import BagError, ConfigError, SimRealBridgeError
+from sim_real_bridge.offline.divergence_mcap import DIVERGENCE_TOPICS, write_divergence_mcap
 from sim_real_bridge.offline.replay_config import SIDES, ReplayConfig, load_replay_config
 
-DIVERGENCE_TOPICS: dict[str, str] = {
-    "/divergence/joints": "sim_real_bridge/msg/JointDivergence",
-    "/divergence/pose": "sim_real_bridge/msg/PoseDivergence",
-    "/divergence/contact": "sim_real_bridge/msg/ContactResidual",
-    "/divergence/events": "sim_real_bridge/msg/GapEvent",
-    "/divergence/summary": "sim_real_bridge/msg/DivergenceSummary",
-    "/divergence/markers": "visualization_msgs/msg/MarkerArray",
-}
 SUMMARY_NAME = "summary.json"
 MCAP_NAME = "divergence.mcap"
 REPORT_NAME = "report.html"
@@ -298,18 +291,8 @@ def _read_streams(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns
         if stream == "joint_trajectory":
             if side != "sim":
                 continue
-            recv, starts, names, points = [], [], [], []
-            for log_ns, msg in messages[topic]:
-                data = msg if isinstance(msg, JointTrajectoryData) else joint_trajectory_to_data(msg)
-                recv.append(log_ns)
-                starts.append(data.start_ns)
-                names.append(data.joint_names)
-                points.append(data.points)
-            if not recv:
-                warnings.append(f"topic {topic} (sim joint_trajectory) of bag(s) {labels} has no commands in the "
-                                "window; times count from the first message instead of the first command")
-                continue
-            streams.append(CommandStream(side, np.asarray(recv, dtype=np.int64), starts, names, points))
+            recv = [log_ns for log_ns, _ in messages[topic]]
+            streams.append(CommandStream(side, np.asarray(recv, dtype=np.int64)))
             continue
         col = columns[topic]
         kind = "wrench" if stream == "wrench" else "pose"
@@ -400,125 +383,8 @@ def _read_ticks(config: ReplayConfig, extra: dict[str, list[tuple[int, Any]]]) -
 
 
 # --------------------------------------------------------------------------- outputs
-def write_divergence_mcap(path: Path, outcome: Any, pose_frame_id: str = "world",
-                          markers_period_s: float | None = 0.1) -> Path:
-    """Write the /divergence/* topics of a replay as the live node publishes them.
-
-    Log times are the ticks that produced the records (the live node's now);
-    message definitions of the custom types are embedded, so Foxglove, PlotJuggler
-    and rosbags open the file.
-    """
-    from bisect import bisect_right
-    from itertools import chain
-
-    from sim_real_bridge.capture.bag_writer import BagWriter
-    from sim_real_bridge.capture.typestore import build_typestore
-    from sim_real_bridge.conversions import cdr
-    from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN
-
-    nows = [now for now, _ in outcome.ticks]
-    outs = [out for _, out in outcome.ticks]
-    n_ticks = len(nows)
-    summaries = list(outcome.summaries)
-    # What goes out, in order: at each tick the summaries due by then, its joints, poses,
-    # contacts and events, then a marker (every markers_period_s once there is a pose);
-    # the summaries due after the last tick at the end. Counted per tick (a row) and kind
-    # (a column, in _DIVERGENCE_KINDS order), the topic and log time of every message
-    # follow by np.repeat; each kind is encoded on its own, the high-rate records of a
-    # topic together (same bytes as record by record).
-    counts = np.zeros((n_ticks + 1, len(_DIVERGENCE_KINDS)), dtype=np.int64)
-    per_tick = [list(map(attrgetter(kind), outs)) for kind in ("joints", "poses", "contacts", "events")]
-    for column, lists in zip((_JOINTS, _POSES, _CONTACTS, _EVENTS), per_tick, strict=True):
-        counts[:-1, column] = np.fromiter(map(len, lists), np.int64, n_ticks)
-    joints, poses, contacts, _ = (list(chain.from_iterable(lists)) for lists in per_tick)
-    np.add.at(counts[:, _SUMMARIES], _summary_ticks(nows, [rec.stamp_ns for rec in summaries]), 1)
-
-    open_categories: dict[str, str] = {}
-    event_ticks = np.flatnonzero(counts[:-1, _EVENTS]).tolist()
-    opened_after: list[list[str]] = []  # the categories open after each event tick
-    events: list[bytes] = []
-    for i in event_ticks:
-        for rec in outs[i].events:
-            if rec.action == ACTION_OPEN:
-                open_categories[rec.id] = rec.category
-            elif rec.action == ACTION_CLOSE:
-                open_categories.pop(rec.id, None)
-            events.append(cdr.gap_event_cdr(rec, nows[i]))
-        opened_after.append(sorted(set(open_categories.values())))
-
-    poses_by = np.cumsum(counts[:-1, _POSES]).tolist()  # poses produced up to each tick
-    marker_ticks = _marker_ticks(nows, poses_by, int(markers_period_s * 1e9)) if markers_period_s else []
-    counts[marker_ticks, _MARKERS] = 1
-    opened = [bisect_right(event_ticks, i) for i in marker_ticks]
-    payloads = [  # in _DIVERGENCE_KINDS order
-        [cdr.divergence_summary_cdr(rec) for rec in summaries],
-        cdr.joint_divergence_cdr_many(joints),
-        cdr.pose_divergence_cdr_many(poses, pose_frame_id),
-        cdr.contact_residual_cdr_many(contacts),
-        events,
-        cdr.divergence_markers_cdr_many([poses[poses_by[i] - 1] for i in marker_ticks],
-                                        [opened_after[k - 1] if k else [] for k in opened],
-                                        [nows[i] for i in marker_ticks], pose_frame_id),
-    ]
-    # uint8: numpy's stable argsort of small ints is a radix sort (of int64, a timsort)
-    kinds = np.repeat(np.tile(np.arange(len(_DIVERGENCE_KINDS), dtype=np.uint8), n_ticks + 1), counts.ravel())
-    log_times = np.repeat(np.repeat(np.array(nows + [0], dtype=np.int64), len(_DIVERGENCE_KINDS)), counts.ravel())
-    log_times[kinds == _SUMMARIES] = [rec.stamp_ns for rec in summaries]
-    # Message k is the rank-th of its kind: its place in the payloads joined kind by kind.
-    place = np.empty(kinds.size, dtype=np.int64)
-    place[np.argsort(kinds, kind="stable")] = np.arange(kinds.size)
-    joined = list(chain.from_iterable(payloads))
-    datas = list(map(joined.__getitem__, place.tolist()))
-    path = Path(path)
-    if path.exists():
-        path.unlink()
-    with BagWriter(path, build_typestore()) as bag:
-        for topic, msgtype in DIVERGENCE_TOPICS.items():
-            bag.add_topic(topic, msgtype)
-        bag.write_many_by_index(_DIVERGENCE_KINDS, kinds, log_times, datas)
-    return path
-
-
-#: The topics of write_divergence_mcap in the order a tick's messages go out.
-_DIVERGENCE_KINDS = ("/divergence/summary", "/divergence/joints", "/divergence/pose", "/divergence/contact",
-                     "/divergence/events", "/divergence/markers")
-_SUMMARIES, _JOINTS, _POSES, _CONTACTS, _EVENTS, _MARKERS = range(len(_DIVERGENCE_KINDS))
-
-
-def _summary_ticks(nows: list[int], stamps_ns: list[int]) -> list[int]:
-    """The tick each summary goes out before (``len(nows)``: after the last): the first
-    tick, from the previous summary's on, that is at or past its stamp."""
-    at, ticks = 0, []
-    for stamp in stamps_ns:
-        while at < len(nows) and nows[at] < stamp:
-            at += 1
-        ticks.append(at)
-    return ticks
-
-
-def _marker_ticks(nows: list[int], poses_by: list[int], period_ns: int) -> list[int]:
-    """The ticks that end with a marker: the first tick with a pose by then, then each
-    tick at least ``period_ns`` after the last marker's."""
-    from bisect import bisect_right
-
-    first = bisect_right(poses_by, 0)
-    ticks: list[int] = []
-    next_ns = nows[first] if first < len(nows) else 0
-    for i in range(first, len(nows)):
-        if nows[i] >= next_ns:
-            ticks.append(i)
-            next_ns = nows[i] + period_ns
-    return ticks
-
-
-def _column(records: list[Any], name: str, dtype: type = float) -> np.ndarray:
-    """One attribute of every record as an array."""
-    return np.fromiter(map(attrgetter(name), records), dtype, len(records))
-
-
 def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: dict[str, Any],
                  labels: dict[str, Any], warnings: list[str], realtime_factor: float | None) -> Any:
-    from sim_real_bridge.core.rows import stack_rows
     from sim_real_bridge.offline.report_data import (
         CalibrationRow,
         ContactSeries,
@@ -528,33 +394,21 @@ def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: 
         TimingSeries,
     )
 
-    engine = outcome.engine
-    joints: list[Any] = []
-    contacts: list[Any] = []
-    poses: list[Any] = []
-    for _, out in outcome.ticks:
-        joints += out.joints
-        contacts += out.contacts
-        poses += out.poses
-    def seconds(records: list[Any]) -> np.ndarray:
-        return engine.to_seconds(_column(records, "stamp_ns", np.int64))
-
+    engine, output = outcome.engine, outcome.output
+    joints, contacts, poses = output.joints, output.contacts, output.poses
     joint_series = timing = contact = pose = None
-    if joints:
-        t = seconds(joints)
-        joint_series = JointSeries(t, stack_rows([r.position_residual_rad for r in joints]),
-                                   stack_rows([r.velocity_residual_rad_s for r in joints]),
-                                   stack_rows([r.effort_residual for r in joints]))
-        timing = TimingSeries(t, _column(joints, "clock_offset_s"), _column(joints, "latency_s"),
-                              _column(joints, "clock_offset_std_s"), _column(joints, "latency_std_s"))
-    if contacts:
-        contact = ContactSeries(seconds(contacts), _column(contacts, "force_residual_norm_n"),
-                                _column(contacts, "torque_residual_norm_nm"),
-                                _column(contacts, "sim_contact_phase") == 1,
-                                _column(contacts, "real_contact_phase") == 1)
-    if poses:
-        pose = PoseSeries(seconds(poses), _column(poses, "ee_position_error_norm_m"),
-                          _column(poses, "ee_orientation_error_rad"))
+    if joints is not None and len(joints):
+        t = engine.to_seconds(joints.t_ns)
+        joint_series = JointSeries(t, joints.position_residual_rad, joints.velocity_residual_rad_s,
+                                   joints.effort_residual)
+        timing = TimingSeries(t, joints.clock_offset_s, joints.latency_s, joints.clock_offset_std_s,
+                              joints.latency_std_s)
+    if contacts is not None and len(contacts):
+        contact = ContactSeries(engine.to_seconds(contacts.t_ns), contacts.force_residual_norm_n,
+                                contacts.torque_residual_norm_nm, contacts.sim_contact_phase == 1,
+                                contacts.real_contact_phase == 1)
+    if poses is not None and len(poses):
+        pose = PoseSeries(engine.to_seconds(poses.t_ns), poses.ee_position_error_norm_m, poses.ee_orientation_error_rad)
     ledger_info = run_summary.get("ledger", {})
     ledger = {c: v["share_run"] for c, v in ledger_info.get("categories", {}).items()}
     if "unexplained_share_run" in ledger_info:
@@ -641,13 +495,14 @@ def _replay_run(run: RunSpec, config: ReplayConfig, out_dir: Path | str,
             tick_times_ns=tick_times,
         )
         engine = outcome.engine
+        warnings.extend(engine.warnings)
         run_summary = engine.run_summary()
         if engine.analysis_count == 0 or not run_summary["residuals"]["joints"]:
             raise BagError(
                 f"bag(s) {labels_text}: empty analysis window: topics {wanted[('sim', 'joint_states')]} and "
                 f"{wanted[('real', 'joint_states')]} never overlap in time: no analysis time has both sides' joints"
             )
-        t0 = engine.first_command_ns if engine.first_command_ns is not None else engine.first_recv_ns
+        t0 = engine.t0_ns()
         data_s = max(0.0, (int(outcome.last_recv_ns) - int(t0)) * 1e-9)
         duration_s = max(data_s, truth_collector.elapsed_s) if truth_collector is not None else data_s
         truth = truth_collector.truth(duration_s) if truth_collector is not None else None
@@ -663,7 +518,7 @@ def _replay_run(run: RunSpec, config: ReplayConfig, out_dir: Path | str,
                    **({"labels": labels} if labels else {})},
         )
         out.mkdir(parents=True, exist_ok=True)
-        write_divergence_mcap(out / MCAP_NAME, outcome, config.pose_frame_id,
+        write_divergence_mcap(out / MCAP_NAME, outcome.output, config.pose_frame_id,
                               1.0 / config.markers_rate_hz if config.markers_rate_hz else None)
         cpu_s = time.process_time() - started
         rtf = data_s / cpu_s if cpu_s > 0 else None
