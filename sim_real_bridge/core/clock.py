@@ -55,6 +55,9 @@ class ClockMap:
         self._offset = np.zeros(0, dtype=np.int64)
         self._delay = np.zeros(0, dtype=np.int64)
         self._stream = np.zeros(0, dtype=np.int16)
+        # Running sums of the delays (s) and their squares, from before the first row.
+        self._delay_sums = np.zeros(1)
+        self._delay_squares = np.zeros(1)
 
     @property
     def offset_ns(self) -> int | None:
@@ -96,10 +99,8 @@ class ClockMap:
         """(K,) std (s) of the side's last SPREAD_WINDOW delays beyond the envelope at each time."""
         end = np.searchsorted(self._recv, now_ns, side="right")
         start = np.maximum(end - SPREAD_WINDOW, 0)
-        delay_s = self._delay * 1e-9
-        sums = np.concatenate(([0.0], np.cumsum(delay_s)))
-        squares = np.concatenate(([0.0], np.cumsum(delay_s * delay_s)))
         count = end - start
+        sums, squares = self._delay_sums, self._delay_squares
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = (sums[end] - sums[start]) / count
             var = (squares[end] - squares[start]) / count - mean * mean
@@ -117,9 +118,12 @@ class ClockMap:
 
     def trim(self, keep: int) -> None:
         """Keep the newest ``keep`` history rows (a live monitor's memory bound)."""
-        if len(self._recv) > 2 * keep:
-            self._recv, self._offset = self._recv[-keep:].copy(), self._offset[-keep:].copy()
-            self._delay, self._stream = self._delay[-keep:].copy(), self._stream[-keep:].copy()
+        drop = len(self._recv) - keep
+        if drop > keep:
+            self._recv, self._offset = self._recv[drop:].copy(), self._offset[drop:].copy()
+            self._delay, self._stream = self._delay[drop:].copy(), self._stream[drop:].copy()
+            self._delay_sums = self._delay_sums[drop:].copy()
+            self._delay_squares = self._delay_squares[drop:].copy()
 
     def _next_reset(self, stream_ids: np.ndarray, stamp_ns: np.ndarray, recv_ns: np.ndarray, lo: int) -> int:
         """Index of the first sample from lo on that crosses a reset (len when none)."""
@@ -214,3 +218,6 @@ class ClockMap:
         self._offset = np.concatenate((self._offset, offsets))
         self._delay = np.concatenate((self._delay, delay_ns))
         self._stream = np.concatenate((self._stream, stream_ids.astype(np.int16)))
+        delay_s = delay_ns * 1e-9
+        self._delay_sums = np.concatenate((self._delay_sums, self._delay_sums[-1] + np.cumsum(delay_s)))
+        self._delay_squares = np.concatenate((self._delay_squares, self._delay_squares[-1] + np.cumsum(delay_s * delay_s)))

@@ -47,6 +47,8 @@ class EngineConfig:
         ledger_force_scale_n: force residual scale of the ledger energy.
         compensate_latency: remove the estimated latency from the published residuals.
         max_backlog_s: analysis never lags ``now`` by more than this (skips ahead).
+        live_batch_s: live, joint residuals leave as each grid time is due; the rest of
+            the analysis runs on the grid times due over this long, as one batch.
         stats_max_samples: analysis ticks kept for the max/p95 figures of run_summary
             (rms figures cover the whole run).
         features: stream health thresholds.
@@ -81,6 +83,7 @@ class EngineConfig:
     ledger_force_scale_n: float = 2.0
     compensate_latency: bool = False
     max_backlog_s: float = 3.0
+    live_batch_s: float = 0.1
     stats_max_samples: int = 180_000
     features: FeatureConfig = field(default_factory=FeatureConfig)
     attribution: AttributionConfig = field(default_factory=AttributionConfig)

@@ -48,7 +48,16 @@ from sim_real_bridge.core.outputs import (
     PoseColumns,
     SummaryRecord,
 )
-from sim_real_bridge.core.read_stage import Grid, JointMap, ReadConfig, SideStreams, quat_angle, read_grid, read_health
+from sim_real_bridge.core.read_stage import (
+    Grid,
+    JointMap,
+    ReadConfig,
+    SideStreams,
+    quat_angle,
+    read_grid,
+    read_health,
+    read_joints,
+)
 from sim_real_bridge.core.schedule import NEVER_NS, decision_times, ready_times
 from sim_real_bridge.core.statistics import RunStatistics
 from sim_real_bridge.errors import ConfigError
@@ -99,6 +108,11 @@ class DivergenceEngine:
         self._staged: dict[tuple[str, str], list[_Staged]] = {(s, t): [] for s in SIDES for t in STREAMS}
         self._seq = 0
         self._layout: dict[str, tuple[str, ...]] = {}
+        self._newest_handed_ns: dict[tuple[str, str], int] = {}
+        self._health_pending: list[tuple[StreamHealth, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]] = []
+        self._due_t: list[np.ndarray] = []  # live: grid times due, their joints published, rest not analysed yet
+        self._due_decision: list[np.ndarray] = []
+        self._last_stamp_ns: dict[tuple[str, str], int] = {}
         self.joints: JointMap | None = None
         self.warnings: list[str] = []
         self.problems: dict[str, Counter] = {}  # "side/stream" -> reason -> rows (refused or flagged)
@@ -195,6 +209,10 @@ class DivergenceEngine:
             self.first_recv_ns = int(recv[0])
         self._seq += 1
         self._staged[(side, stream)].append(_Staged(self._seq, stamp, recv, values, names, frame_ids))
+        if stream in ("joint_states", "wrench") and stamp.size:
+            offset = self._clock[side].offset_ns or 0
+            newest = int(stamp.max()) + offset
+            self._newest_handed_ns[(side, stream)] = max(newest, self._newest_handed_ns.get((side, stream), newest))
 
     def _take_in(self) -> None:
         """Check, map and store every staged row."""
@@ -202,7 +220,7 @@ class DivergenceEngine:
             batches = []
             for stream_id, stream in enumerate(STREAMS):
                 staged, self._staged[(side, stream)] = self._staged[(side, stream)], []
-                for chunk in staged:
+                for chunk in _merged(staged):
                     rows = self._checked(side, stream, chunk)
                     if rows is not None:
                         batches.append((chunk.seq, stream_id, *rows))
@@ -210,6 +228,18 @@ class DivergenceEngine:
                 self._store(side, batches)
         if not self._onset_done:
             self._find_motion_onset()
+
+    def analysis_due(self) -> bool:
+        """Whether the next grid time may be due: every joint and wrench stream handed
+        over has reached it (by its stamps and the side's current clock offset). Cheap:
+        a live node asks it on every message and advances only when it holds."""
+        t = self.next_grid_ns
+        if t is None:
+            return all(self._staged[(side, "joint_states")] or self.sides[side].joints is not None for side in SIDES)
+        for (side, stream), newest in self._newest_handed_ns.items():
+            if newest < t:
+                return False
+        return bool(self._newest_handed_ns)
 
     def _checked(self, side: str, stream: str, chunk: _Staged) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The chunk's accepted rows (stamp, recv, values in the side's layout), counted by reason."""
@@ -236,7 +266,13 @@ class DivergenceEngine:
         keep = checked.keep
         if not keep.any():
             return None
-        return chunk.stamp_ns[keep], chunk.recv_ns[keep], values[keep]
+        stamps = chunk.stamp_ns[keep]
+        previous = self._last_stamp_ns.get((side, stream), stamps[0])
+        backwards = int(np.count_nonzero(np.diff(np.concatenate(([previous], stamps))) < 0))
+        self._last_stamp_ns[(side, stream)] = int(stamps[-1])
+        if backwards:  # counted, not refused: stamp jitter is what the sensor category is about
+            self.problems.setdefault(f"{side}/{stream}", Counter())["stamp_backwards"] += backwards
+        return stamps, chunk.recv_ns[keep], values[keep]
 
     def _store(self, side: str, batches: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]) -> None:
         """Map a side's accepted rows onto the monitor clock (in receive order) and keep them."""
@@ -281,10 +317,9 @@ class DivergenceEngine:
                 setattr(streams, stream, StreamBuffer(7))
             getattr(streams, stream).extend(time, recv, values)
             return
-        if crossed_reset:
-            health.reset_stamps()
         buffer.extend(time, recv, values)
-        health.add(stamp, recv, time, health_values)
+        # Health marks are taken in with the analysis (in batches), in arrival order.
+        self._health_pending.append((health, stamp, recv, time, health_values, crossed_reset))
         if self.joints is None and len(self._layout) == 2:
             self.joints, warnings = pair_joints(self._layout["sim"], self._layout["real"], self._explicit_joints)
             self.warnings += warnings
@@ -295,13 +330,26 @@ class DivergenceEngine:
 
     # ------------------------------------------------------------------ analysis
     def advance(self, now_ns: int) -> EngineOutput:
-        """Take in what was handed over and analyse every grid time due at now_ns (live)."""
+        """Live: take in what was handed over; publish the joints of every grid time due
+        at now_ns at once (the joint sink), and analyse the rest in batches of
+        ``live_batch_s`` of grid times (a few numpy calls for many rows, not one row)."""
         now_ns = int(now_ns)
-        self._take_in()
         out = EngineOutput()
+        t = self.next_grid_ns
+        quiet = t is not None and now_ns < t + int(self.config.horizon_s * 1e9) and not self.analysis_due()
+        if not quiet:
+            self._take_in()
+            self._due_now(now_ns, out)
+        if self._due_t and now_ns - int(self._due_decision[0][0]) >= int(self.config.live_batch_s * 1e9):
+            out.extend(self._analyse_due())
+        self._trim(now_ns)
+        return out
+
+    def _due_now(self, now_ns: int, out: EngineOutput) -> None:
+        """Grid times due at now_ns: their joints go to the sink, the rest waits for the batch."""
         candidates = self._candidates(now_ns)
-        if candidates is None:
-            return out
+        if candidates is None or not len(candidates):
+            return
         backlog_ns = int(self.config.max_backlog_s * 1e9)
         stale = candidates < now_ns - backlog_ns
         if stale.any():  # older than the backlog allows: dropped, counted
@@ -311,9 +359,24 @@ class DivergenceEngine:
             self.next_grid_ns = int(candidates[0]) if len(candidates) else self._next_after(now_ns - backlog_ns)
         ready = ready_times(candidates, self._waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
         due = int(np.argmin(ready <= now_ns)) if not (ready <= now_ns).all() else len(ready)
-        if due:
-            out.extend(self._analyse(candidates[:due], np.full(due, now_ns, dtype=np.int64)))
-        self._trim(now_ns)
+        if not due:
+            return
+        t_ns, decision = candidates[:due], np.full(due, now_ns, dtype=np.int64)
+        self.next_grid_ns = int(t_ns[-1]) + self.dt_ns
+        self._due_t.append(t_ns)
+        self._due_decision.append(decision)
+        joints = read_joints(t_ns, decision, self.sides, self.joints, self._read)  # type: ignore[arg-type]
+        out.joints = self._joint_columns(t_ns, decision, joints["sim"], joints["real"],
+                                         np.full(due, self._state.latency[0]), np.full(due, self._state.latency[1]))
+        if self.joint_sink is not None and len(out.joints):
+            self.joint_sink(out.joints)
+
+    def _analyse_due(self) -> EngineOutput:
+        """The rest of the analysis of the grid times whose joints went out already."""
+        t_ns, decision = np.concatenate(self._due_t), np.concatenate(self._due_decision)
+        self._due_t, self._due_decision = [], []
+        out = self._analyse(t_ns, decision)
+        out.joints = None  # published when due
         return out
 
     def run(self, ticks_ns: np.ndarray, batch_rows: int = 1024,
@@ -323,6 +386,7 @@ class DivergenceEngine:
         Returns the outputs of all batches (grid times decided after the last tick stay pending).
         """
         self._take_in()
+        self._flush_health()
         ticks = np.asarray(ticks_ns, dtype=np.int64)
         parts: list[EngineOutput] = []
         candidates = self._candidates(int(ticks[-1])) if len(ticks) else None
@@ -353,6 +417,8 @@ class DivergenceEngine:
     def finish(self, now_ns: int | None = None) -> EngineOutput:
         """End of run: analyse what is due at now_ns (if given) and close every open event."""
         out = self.advance(now_ns) if now_ns is not None else EngineOutput()
+        if self._due_t:
+            out.extend(self._analyse_due())
         at = now_ns if now_ns is not None else (self.last_analysed_ns or 0)
         out.events += [(int(at), record) for record in self._events.finish()]
         return out
@@ -383,7 +449,8 @@ class DivergenceEngine:
     def _analyse(self, t_ns: np.ndarray, decision_ns: np.ndarray) -> EngineOutput:
         """Read, fit and scan one batch of due grid times; their outputs."""
         assert self.joints is not None
-        self.next_grid_ns = int(t_ns[-1]) + self.dt_ns
+        self._flush_health()
+        self.next_grid_ns = max(self.next_grid_ns or 0, int(t_ns[-1]) + self.dt_ns)
         self.last_analysed_ns = int(t_ns[-1])
         self.analysis_count += len(t_ns)
         with np.errstate(invalid="ignore"):
@@ -396,9 +463,10 @@ class DivergenceEngine:
                                        self.joints, self._fit)
             rows = scan.run(grid, windows, fit_rows, self.joints.names, self._state, self._scan)
         out = EngineOutput(analysed=len(t_ns))
-        out.joints = self._joint_columns(grid, rows)
-        if self.joint_sink is not None and len(out.joints):
-            self.joint_sink(out.joints)
+        out.joints = self._joint_columns(
+            t_ns, decision_ns, {"q": grid.sim_q_rad, "qd": grid.sim_qd_rad_s, "effort": grid.sim_effort},
+            {"q": grid.real_q_rad, "qd": grid.real_qd_rad_s, "effort": grid.real_effort},
+            rows.latency_s, rows.latency_std_s)
         self._events_and_ledger(grid, rows, out)
         self.statistics.add(grid, rows.sim_contact, ~rows.sim_contact_recent & ~rows.real_contact)
         out.poses = self._pose_columns(grid)
@@ -413,15 +481,24 @@ class DivergenceEngine:
         offset = (real.offset_at(decision_ns) - sim.offset_at(decision_ns)) * 1e-9
         return offset, np.hypot(sim.spread_at(decision_ns), real.spread_at(decision_ns))
 
-    def _joint_columns(self, grid: Grid, rows: scan.ScanRows) -> JointColumns:
-        q_res = grid.q_res_rad
-        keep = grid.joints_valid | np.isfinite(q_res).any(axis=1)
-        offset, offset_std = self._timing(grid.decision_ns[keep])
+    def _joint_columns(self, t_ns: np.ndarray, decision_ns: np.ndarray, sim: dict[str, np.ndarray],
+                       real: dict[str, np.ndarray], latency_s: np.ndarray, latency_std_s: np.ndarray) -> JointColumns:
+        q_res = real["q"] - sim["q"]
+        keep = np.isfinite(q_res).any(axis=1)
+        offset, offset_std = self._timing(decision_ns[keep])
         return JointColumns(
-            t_ns=grid.t_ns[keep], decision_ns=grid.decision_ns[keep], names=self.joints.names,  # type: ignore[union-attr]
-            position_residual_rad=q_res[keep], velocity_residual_rad_s=grid.qd_res_rad_s[keep],
-            effort_residual=grid.effort_res[keep], clock_offset_s=offset, clock_offset_std_s=offset_std,
-            latency_s=rows.latency_s[keep], latency_std_s=rows.latency_std_s[keep])
+            t_ns=t_ns[keep], decision_ns=decision_ns[keep], names=self.joints.names,  # type: ignore[union-attr]
+            position_residual_rad=q_res[keep], velocity_residual_rad_s=(real["qd"] - sim["qd"])[keep],
+            effort_residual=(real["effort"] - sim["effort"])[keep], clock_offset_s=offset,
+            clock_offset_std_s=offset_std, latency_s=latency_s[keep], latency_std_s=latency_std_s[keep])
+
+    def _flush_health(self) -> None:
+        """Take the health marks of the rows stored since the last batch, in arrival order."""
+        pending, self._health_pending = self._health_pending, []
+        for health, stamp, recv, time, values, crossed_reset in pending:
+            if crossed_reset:
+                health.reset_stamps()
+            health.add(stamp, recv, time, values)
 
     def _pose_columns(self, grid: Grid) -> PoseColumns:
         period = int(round(1e9 / self.config.pose_rate_hz))
@@ -601,11 +678,53 @@ class DivergenceEngine:
         }
 
 
+def _merged(staged: list[_Staged]) -> list[_Staged]:
+    """Consecutive chunks of one stream joined where they name the same joints (a live
+    node hands over one message at a time; the checks run on whole columns)."""
+    out: list[_Staged] = []
+    run: list[_Staged] = []
+    for chunk in staged + [None]:  # type: ignore[list-item]
+        if run and (chunk is None or chunk.names != run[0].names):
+            frames = [c.frame_ids for c in run]
+            same_frame = all(isinstance(f, str) and f == frames[0] for f in frames)
+            out.append(run[0] if len(run) == 1 else _Staged(
+                run[0].seq, np.concatenate([c.stamp_ns for c in run]), np.concatenate([c.recv_ns for c in run]),
+                np.concatenate([c.values for c in run]), run[0].names,
+                frames[0] if same_frame else [f for c in run for f in
+                                              ([c.frame_ids] * len(c.stamp_ns) if isinstance(c.frame_ids, str)
+                                               else list(c.frame_ids))]))
+            run = []
+        if chunk is not None:
+            run.append(chunk)
+    return out
+
+
 def _concat(parts: list[Any]) -> Any:
     parts = [p for p in parts if p is not None and len(p)]
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else type(parts[0]).concat(parts)
+
+
+def _merged(staged: list[_Staged]) -> list[_Staged]:
+    """Consecutive chunks of one stream joined where they name the same joints (a live
+    node hands over one message at a time; the checks run on whole columns)."""
+    out: list[_Staged] = []
+    run: list[_Staged] = []
+    for chunk in staged + [None]:  # type: ignore[list-item]
+        if run and (chunk is None or chunk.names != run[0].names):
+            frames = [c.frame_ids for c in run]
+            same_frame = all(isinstance(f, str) and f == frames[0] for f in frames)
+            out.append(run[0] if len(run) == 1 else _Staged(
+                run[0].seq, np.concatenate([c.stamp_ns for c in run]), np.concatenate([c.recv_ns for c in run]),
+                np.concatenate([c.values for c in run]), run[0].names,
+                frames[0] if same_frame else [f for c in run for f in
+                                              ([c.frame_ids] * len(c.stamp_ns) if isinstance(c.frame_ids, str)
+                                               else list(c.frame_ids))]))
+            run = []
+        if chunk is not None:
+            run.append(chunk)
+    return out
 
 
 def _concat(parts: list[Any]) -> Any:

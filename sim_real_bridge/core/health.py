@@ -137,17 +137,17 @@ def _run_length(cond: np.ndarray, carry: np.ndarray | int) -> np.ndarray:
 
 
 def _window_ends(total_before: int, m: int) -> np.ndarray:
-    """Indices (0..m-1) of a batch's samples whose running count is a multiple of
-    STATS_EVERY, plus its last sample."""
-    counts = total_before + np.arange(1, m + 1)
-    ends = np.flatnonzero(counts % STATS_EVERY == 0)
-    return ends if ends.size and ends[-1] == m - 1 else np.append(ends, m - 1)
+    """Indices (0..m-1) of a batch's samples whose running count is a multiple of STATS_EVERY."""
+    first = -(total_before + 1) % STATS_EVERY
+    return np.arange(first, m, STATS_EVERY)
 
 
 def _per_window(history: np.ndarray, ends: np.ndarray, size: int, reduce: Callable[[np.ndarray], np.ndarray]
                 ) -> np.ndarray:
     """(E,) ``reduce`` (rows -> one value per row) of the last ``size`` entries of history
     before each end (exclusive index); a shorter history gives its whole prefix."""
+    if len(ends) <= 2:  # a live batch: one or two windows, read directly
+        return np.array([reduce(history[None, max(0, e - size):e])[0] if e > 0 else np.nan for e in ends.tolist()])
     out = np.full(len(ends), np.nan)
     full = ends >= size
     if full.any():
@@ -259,27 +259,29 @@ class StreamHealth:
         intervals = np.concatenate((self._intervals, steps[has_step]))
         positive = np.concatenate((self._positive, steps[has_step & (steps > 0)]))
         delays = np.concatenate((self._delays, delays_s))
+        prior = self._stats[-1, 0] if len(self._stats) else np.inf
         ends = _window_ends(self.sample_count, m)
-        # How many entries of each history the batch's samples up to each end brought.
-        n_int = len(self._intervals) + np.cumsum(has_step)[ends]
-        n_pos = len(self._positive) + np.cumsum(has_step & (steps > 0))[ends]
-        n_del = len(self._delays) + ends + 1
-        size = cfg.jitter_window
-        period = _per_window(positive, n_pos, cfg.period_window, lambda rows: np.median(rows, axis=1))
-        mad = _per_window(intervals, n_int, size, _mad)
-        backwards = _per_window(intervals, n_int, size, lambda rows: np.sum(rows <= 0, axis=1))
-        count = np.minimum(n_int, size)
-        delay_std = _per_window(delays, n_del, size, lambda rows: np.std(rows, axis=1))
-        period = np.maximum(period, cfg.min_period_s)
-        stats = np.column_stack((period, mad, backwards, count, delay_std))
-        self._stats_recv = np.concatenate((self._stats_recv, recv_ns[ends]))
-        self._stats = np.concatenate((self._stats, stats))
+        if ends.size:
+            # How many entries of each history the batch's samples up to each end brought.
+            n_int = len(self._intervals) + np.cumsum(has_step)[ends]
+            n_pos = len(self._positive) + np.cumsum(has_step & (steps > 0))[ends]
+            n_del = len(self._delays) + ends + 1
+            size = cfg.jitter_window
+            period = _per_window(positive, n_pos, cfg.period_window, lambda rows: np.median(rows, axis=1))
+            mad = _per_window(intervals, n_int, size, _mad)
+            backwards = _per_window(intervals, n_int, size, lambda rows: np.sum(rows <= 0, axis=1))
+            delay_std = _per_window(delays, n_del, size, lambda rows: np.std(rows, axis=1))
+            period = np.maximum(period, cfg.min_period_s)
+            self._stats_recv = np.concatenate((self._stats_recv, recv_ns[ends]))
+            self._stats = np.concatenate((self._stats, np.column_stack(
+                (period, mad, backwards, np.minimum(n_int, size), delay_std))))
         self._intervals = intervals[-cfg.jitter_window:]
         self._positive = positive[-cfg.period_window:]
         self._delays = delays[-cfg.jitter_window:]
-        # The period in force before each sample: the previous refresh's (none: never a gap).
+        if not ends.size:
+            return np.full(m, prior)
+        # The period in force before each sample: the previous refresh's.
         before = np.searchsorted(ends, np.arange(m), side="left") - 1
-        prior = self._stats[-ends.size - 1, 0] if len(self._stats) > ends.size else np.inf
         return np.where(before >= 0, period[np.maximum(before, 0)], prior)
 
     def _mark(self, time_ns: np.ndarray, values: np.ndarray) -> None:
@@ -291,6 +293,10 @@ class StreamHealth:
         previous = np.vstack((self._last_values if self._last_values is not None and
                               self._last_values.shape == (width,) else np.full(width, np.nan), values[:-1]))
         same = values == previous
+        if not same.any() and all_finite.all():  # the usual batch: every value moved, no run goes on
+            self._repeat_run, self._component_run = 0, 0
+            self._last_values = values[-1].copy()
+            return
         all_same = same.all(axis=1)
         repeat = _run_length(all_same & all_finite, self._repeat_run)
         pinned = _run_length(same & (values != 0) & finite, self._component_run)

@@ -168,14 +168,16 @@ def window_mean(buffer: StreamBuffer | None, start_ns: np.ndarray, end_ns: np.nd
     """(K, width) mean of the samples with start < time <= end (NaN rows when there are
     none or one of them is not finite)."""
     out = np.full((len(end_ns), width), np.nan)
-    if buffer is None or not len(buffer):
+    if buffer is None or not len(buffer) or not len(end_ns):
         return out
-    values = buffer.values
+    lo = np.searchsorted(buffer.time_ns, start_ns, side="right")
+    hi = np.searchsorted(buffer.time_ns, end_ns, side="right")
+    first = int(lo[0])  # the windows' rows lie in [lo[0], hi[-1]): sums over those only
+    values = buffer.values[first:int(hi[-1])]
     bad = ~np.isfinite(values)
     sums = np.concatenate((np.zeros((1, width)), np.cumsum(np.where(bad, 0.0, values), axis=0)))
     bad_counts = np.concatenate(([0], np.cumsum(bad.any(axis=1))))
-    lo = np.searchsorted(buffer.time_ns, start_ns, side="right")
-    hi = np.searchsorted(buffer.time_ns, end_ns, side="right")
+    lo, hi = lo - first, hi - first
     ok = (hi > lo) & (bad_counts[hi] == bad_counts[lo])
     out[ok] = (sums[hi[ok]] - sums[lo[ok]]) / (hi[ok] - lo[ok])[:, None]
     return out
@@ -185,16 +187,17 @@ def moved(buffer: StreamBuffer | None, start_ns: np.ndarray, end_ns: np.ndarray,
           threshold: float) -> np.ndarray:
     """(K, len(columns)) whether each column changed by more than threshold between
     consecutive samples in (start, end]."""
-    if buffer is None or len(buffer) < 2:
+    if buffer is None or len(buffer) < 2 or not len(end_ns):
         return np.zeros((len(end_ns), len(columns)), dtype=bool)
-    values = buffer.values[:, columns]
+    lo = np.searchsorted(buffer.time_ns, start_ns, side="right")
+    hi = np.searchsorted(buffer.time_ns, end_ns, side="right")
+    first = max(int(lo[0]) - 1, 0)
+    values = buffer.values[first:int(hi[-1]), columns]
     changed = np.zeros(values.shape, dtype=np.int64)
     with np.errstate(invalid="ignore"):
         changed[1:] = np.abs(np.diff(values, axis=0)) > threshold
     counts = np.concatenate((np.zeros((1, len(columns)), dtype=np.int64), np.cumsum(changed, axis=0)))
-    lo = np.searchsorted(buffer.time_ns, start_ns, side="right")
-    hi = np.searchsorted(buffer.time_ns, end_ns, side="right")
-    return counts[hi] > counts[lo]
+    return counts[hi - first] > counts[np.maximum(lo - first, 0)]
 
 
 def rotate(q_wxyz: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -229,28 +232,35 @@ def _world_forces(sim_wrench: np.ndarray, real_wrench: np.ndarray, sim_ee: np.nd
     return out[0], out[1], world
 
 
-def read_grid(t_ns: np.ndarray, decision_ns: np.ndarray, sides: dict[str, SideStreams], joints: JointMap,
-              cfg: ReadConfig) -> Grid:
-    """Sample both sides at grid times t_ns, each analysed at decision_ns (health not included)."""
-    j = len(joints.names)
-    per_side: dict[str, dict[str, np.ndarray]] = {}
+def read_joints(t_ns: np.ndarray, decision_ns: np.ndarray, sides: dict[str, SideStreams], joints: JointMap,
+                cfg: ReadConfig) -> dict[str, dict[str, np.ndarray]]:
+    """Both sides' joints at grid times t_ns (each analysed at decision_ns): per side
+    "q", "qd" and "effort", (K, J) in the JointMap order."""
+    out = {}
     for side, streams in sides.items():
         count, index = (joints.sim_count, joints.sim_index) if side == "sim" else (joints.real_count, joints.real_index)
         reached = streams.joints.reached(t_ns) <= decision_ns if streams.joints is not None else None
         rows = sample(streams.joints, t_ns, cfg.max_gap_ns, 3 * count, reached)
-        wrench_reached = streams.wrench.reached(t_ns) <= decision_ns if streams.wrench is not None else None
+        out[side] = {"q": rows[:, index], "qd": rows[:, count + index], "effort": rows[:, 2 * count + index]}
+    return out
+
+
+def read_grid(t_ns: np.ndarray, decision_ns: np.ndarray, sides: dict[str, SideStreams], joints: JointMap,
+              cfg: ReadConfig) -> Grid:
+    """Sample both sides at grid times t_ns, each analysed at decision_ns (health not included)."""
+    per_side = read_joints(t_ns, decision_ns, sides, joints, cfg)
+    for side, streams in sides.items():
         ee = sample(streams.ee_pose, t_ns, cfg.max_gap_ns, 7)
         past_ee = sample(streams.ee_pose, t_ns - cfg.tip_window_ns, cfg.max_gap_ns, 3)
         tip = (ee[:, :3] - past_ee) / (cfg.tip_window_ns * 1e-9)
         wrench = window_mean(streams.wrench, t_ns - cfg.wrench_window_ns, t_ns, 6)
-        if wrench_reached is not None:
-            wrench[~wrench_reached & np.isnan(sample(streams.wrench, t_ns, cfg.max_gap_ns, 1, wrench_reached)[:, 0])] \
-                = np.nan
-        per_side[side] = {
-            "q": rows[:, index], "qd": rows[:, count + index], "effort": rows[:, 2 * count + index],
-            "wrench": wrench, "ee": ee, "object": sample(streams.object_pose, t_ns, cfg.max_gap_ns, 7),
-            "tip": np.where(np.isfinite(tip).all(axis=1)[:, None], tip, 0.0),
-        }
+        if streams.wrench is not None:
+            # A wrench stream that had not reached t by the decision, and held nothing recent, is unknown.
+            stale = np.isnan(sample(streams.wrench, t_ns, cfg.max_gap_ns, 1,
+                                    streams.wrench.reached(t_ns) <= decision_ns)[:, 0])
+            wrench[stale] = np.nan
+        per_side[side].update(wrench=wrench, ee=ee, object=sample(streams.object_pose, t_ns, cfg.max_gap_ns, 7),
+                              tip=np.where(np.isfinite(tip).all(axis=1)[:, None], tip, 0.0))
     sim, real = per_side["sim"], per_side["real"]
     past_object = sample(sides["sim"].object_pose, t_ns - cfg.object_window_ns, cfg.max_gap_ns, 3)
     with np.errstate(invalid="ignore"):
@@ -260,7 +270,7 @@ def read_grid(t_ns: np.ndarray, decision_ns: np.ndarray, sides: dict[str, SideSt
         t_ns=t_ns, decision_ns=decision_ns,
         sim_q_rad=sim["q"], real_q_rad=real["q"], sim_qd_rad_s=sim["qd"], real_qd_rad_s=real["qd"],
         sim_effort=sim["effort"], real_effort=real["effort"],
-        joints_valid=np.isfinite(sim["q"]).all(axis=1) & np.isfinite(real["q"]).all(axis=1) & (j > 0),
+        joints_valid=np.isfinite(sim["q"]).all(axis=1) & np.isfinite(real["q"]).all(axis=1) & (len(joints.names) > 0),
         sim_wrench=sim["wrench"], real_wrench=real["wrench"],
         wrench_valid=np.isfinite(sim["wrench"]).all(axis=1) & np.isfinite(real["wrench"]).all(axis=1),
         sim_world_force_n=sim_force, real_world_force_n=real_force, frame_world=frame_world,

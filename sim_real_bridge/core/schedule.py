@@ -24,13 +24,15 @@ from sim_real_bridge.core.health import StreamHealth
 NEVER_NS = np.iinfo(np.int64).max
 
 
-def stall_times(t_ns: np.ndarray, health: StreamHealth, horizon_ns: int) -> np.ndarray:
+def stall_times(t_ns: np.ndarray, buffer: StreamBuffer, health: StreamHealth, horizon_ns: int) -> np.ndarray:
     """(K,) the earliest receive time at or after t + horizon at which the stream had
     been silent for longer than its patience (NEVER_NS when the data so far has none)."""
-    arrivals = health.recv_ns
     start = t_ns + horizon_ns
-    if not arrivals.size:
+    received = buffer.arrivals_ns
+    if not received.size or not len(t_ns):
         return start
+    # Only arrivals from just before the earliest start on matter.
+    arrivals = received[max(int(np.searchsorted(received, start[0], side="right")) - 1, 0):]
     patience = np.maximum(horizon_ns, (1.2e9 * health.burst_silence_s(start)).astype(np.int64))
     j = np.searchsorted(arrivals, start, side="right") - 1
     last = arrivals[np.maximum(j, 0)]
@@ -67,7 +69,7 @@ def ready_times(t_ns: np.ndarray, streams: Sequence[tuple[StreamBuffer, StreamHe
     for buffer, health in sorted(streams, key=lambda s: s[0].first_recv_ns or NEVER_NS):
         if buffer.first_recv_ns is None:
             continue
-        ok = np.minimum(buffer.reached(t_ns), stall_times(t_ns, health, horizon_ns))
+        ok = np.minimum(buffer.reached(t_ns), stall_times(t_ns, buffer, health, horizon_ns))
         waits = (ready == np.iinfo(np.int64).min) | (ready >= buffer.first_recv_ns)
         ready = np.where(waits, np.maximum(ready, ok), ready)
     return np.minimum(ready, t_ns + backlog_ns)

@@ -62,9 +62,9 @@ class StreamStatus:
         self.last_stamp_ns = stamp_ns
         return backwards
 
-    def on_problem(self, reason: str, recv_ns: int, refused: bool) -> None:
-        """A message was refused (``refused``) or flagged for the given reason."""
-        (self.refused if refused else self.flagged)[reason] += 1
+    def on_problem(self, reason: str, recv_ns: int, refused: bool, count: int = 1) -> None:
+        """``count`` messages were refused (``refused``) or flagged for the given reason."""
+        (self.refused if refused else self.flagged)[reason] += count
         self.last_problem_ns = recv_ns
 
     def is_stale(self, now_ns: int, latest_input_ns: int | None = None) -> bool:

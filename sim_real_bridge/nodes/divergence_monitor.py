@@ -48,15 +48,11 @@ from sim_real_bridge.capture.failure_capture import FailureCapture
 from sim_real_bridge.capture.typestore import build_typestore
 from sim_real_bridge.conversions import cdr
 from sim_real_bridge.conversions import divergence_msgs as convert
-from sim_real_bridge.conversions.robot_msgs import (
-    joint_state_to_arrays,
-    joint_trajectory_to_data,
-    pose_to_arrays,
-    wrench_to_arrays,
-)
+from sim_real_bridge.conversions.robot_msgs import joint_state_to_arrays, pose_to_arrays, wrench_to_arrays
 from sim_real_bridge.core import intake, validation
-from sim_real_bridge.core.engine import DivergenceEngine, EngineConfig, TickOutput
+from sim_real_bridge.core.engine import DivergenceEngine, EngineConfig
 from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventRecord
+from sim_real_bridge.core.outputs import EngineOutput, JointColumns
 from sim_real_bridge.core.stream_status import StreamStatus
 from sim_real_bridge.errors import ConfigError, SnapshotError
 from sim_real_bridge.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsPublisher, make_status
@@ -151,17 +147,19 @@ class DivergenceMonitor(Node):
         for name, default in engine_defaults.items():
             self.declare_parameter(name, default, ParameterDescriptor(description="see sim_real_bridge.core.engine.EngineConfig"))
         param = lambda name: self.get_parameter(name).value  # noqa: E731
-        self._engine = DivergenceEngine(EngineConfig.from_flat(
-            {name[len("engine."):]: param(name) for name in engine_defaults}
-        ))
-        # Joint residuals leave as soon as they are formed, before the rest of the analysis.
-        self._engine.joint_record_sink = self._publish_joint_record
-        self._tick_ns = 0  # node time of the tick under way (the outputs' receive time in snapshots)
         self._intake = intake.IntakeConfig(
             limits=validation.InputLimits(max_joints=int(param("max_joints")), max_future_s=float(param("max_future_s"))),
             stamps_on_node_clock=bool(param("stamps_on_node_clock")),
             expected_frames={"wrench": param("expected_frames.wrench"), "pose": param("expected_frames.pose")},
         )
+        self._engine = DivergenceEngine(EngineConfig.from_flat(
+            {name[len("engine."):]: param(name) for name in engine_defaults}
+        ), self._intake)
+        # Joint residuals leave as soon as they are formed, before the rest of the analysis.
+        self._engine.joint_sink = self._publish_joints
+        self._tick_ns = 0  # node time of the tick under way (the outputs' receive time in snapshots)
+        self._seen_problems: dict[str, dict[str, int]] = {}
+        self._topic_of: dict[str, str] = {}  # "side/stream" -> resolved topic
         self._pose_frame = param("pose_frame_id")
         self._output_dir = Path(param("output_dir")).expanduser().resolve()
         self._output_dir.mkdir(parents=True, exist_ok=True)
@@ -221,6 +219,7 @@ class DivergenceMonitor(Node):
                     continue
                 resolved = self.resolve_topic_name(topic)
                 self._status[resolved] = StreamStatus(resolved, stale_periods=stale_periods)
+                self._topic_of[f"{side}/{stream}"] = resolved
                 if self._inputs_bag is not None:
                     self._inputs_bag.add_topic(resolved, type_name)
                 qos = COMMAND_QOS if stream == "joint_trajectory" else INPUT_QOS
@@ -281,8 +280,11 @@ class DivergenceMonitor(Node):
             if parameter.name == "use_sim_time":
                 self._sim_time = bool(parameter.value)
 
-    def _problem(self, topic: str, reason: str, recv_ns: int, refused: bool, detail: str = "") -> None:
-        self._status[topic].on_problem(reason, recv_ns, refused)
+    def _problem(self, topic: str, reason: str, recv_ns: int, refused: bool, count: int = 1) -> None:
+        self._status[topic].on_problem(reason, recv_ns, refused, count)
+        self._log_once(topic, reason, refused)
+
+    def _log_once(self, topic: str, reason: str, refused: bool, detail: str = "") -> None:
         if (topic, reason) not in self._logged_once:
             self._logged_once.add((topic, reason))
             action = "refused" if refused else "flagged"
@@ -375,61 +377,76 @@ class DivergenceMonitor(Node):
         return on_message
 
     def _refuse(self, side: str, stream: str, topic: str, reason: str, recv_ns: int, detail: str = "") -> None:
-        self._problem(topic, reason, recv_ns, refused=True, detail=detail)
-        self._engine.on_rejected(side, stream, reason)
+        """A message refused before the engine: counted by the engine, logged once here with its detail."""
+        self._engine.note_refused(side, stream, reason)
+        self._log_once(topic, reason, refused=True, detail=detail)
 
     def _feed(self, side: str, stream: str, topic: str, msg: Any, recv_ns: int) -> None:
-        """Converts one message to arrays and hands it to the shared intake (checks, then engine)."""
+        """Converts one message to arrays and hands it to the engine (which checks it)."""
         if stream == "joint_trajectory":
-            data = joint_trajectory_to_data(msg)
-            intake.feed_command(self._engine, side, data.start_ns, recv_ns, data.joint_names, data.points)
+            if side == "sim":  # only the sim side's copy starts the run clock
+                self._engine.add_command(recv_ns)
             return
         if stream == "joint_states":
             stamp_ns, names, q, qd, eff = joint_state_to_arrays(msg)
-            problem = intake.feed_joint_state(self._engine, self._intake, side, stamp_ns, recv_ns, names, q, qd, eff)
+            reason = validation.check_joint_state(names, q, qd, eff, None, self._intake.limits)
+            if reason in (validation.EMPTY, validation.LENGTH_MISMATCH, validation.OVERSIZED):
+                self._refuse(side, stream, topic, reason, recv_ns)
+                return
+            self._engine.add_joint_states(side, stamp_ns, recv_ns, names, q, qd, eff)
         elif stream == "wrench":
             stamp_ns, frame_id, force, torque = wrench_to_arrays(msg)
-            problem = intake.feed_wrench(self._engine, self._intake, side, stamp_ns, recv_ns, frame_id, force, torque)
+            self._engine.add_wrench(side, stamp_ns, recv_ns, force, torque, frame_id)
         else:
             stamp_ns, frame_id, position, quat = pose_to_arrays(msg)
-            problem = intake.feed_pose(self._engine, self._intake, side, stream, stamp_ns, recv_ns, frame_id,
-                                       position, quat)
-        accepted = problem is None or not problem.refused
-        if accepted and self._status[topic].stamp_went_backwards(stamp_ns) and problem is None:
-            problem = intake.Problem(validation.STAMP_BACKWARDS, False, f"stamp {stamp_ns} ns")
-        if problem is not None:
-            self._problem(topic, problem.reason, recv_ns, refused=problem.refused, detail=problem.detail)
+            self._engine.add_pose(side, stream, stamp_ns, recv_ns, position, quat, frame_id)
+
+    def _report_problems(self, now_ns: int) -> None:
+        """Count what the engine refused or flagged since last time per topic (once logged)."""
+        for key, counts in self._engine.problems.items():
+            seen = self._seen_problems.setdefault(key, {})
+            topic = self._topic_of.get(key)
+            if topic is None:
+                continue
+            for reason, count in counts.items():
+                new = count - seen.get(reason, 0)
+                if new > 0:
+                    seen[reason] = count
+                    refused = reason not in validation.FLAGGING_REASONS or key.endswith("_pose")
+                    self._problem(topic, reason, now_ns, refused=refused, count=new)
 
     # ------------------------------------------------------------------ output
     def _record_output(self, topic: str, type_name: str, msg: Any, now_ns: int) -> None:
         if self._capture is not None:
             self._capture.add_message(topic, type_name, now_ns, serialize_message(msg))
 
-    def _publish_joint_record(self, record: Any) -> None:
-        data = cdr.joint_divergence_cdr(record)
-        self._pub_joints.publish(data)
-        if self._capture is not None:
-            self._capture.add_message("/divergence/joints", "sim_real_bridge/msg/JointDivergence", self._tick_ns, data)
+    def _publish_joints(self, joints: JointColumns) -> None:
+        for k in range(len(joints)):
+            data = cdr.joint_divergence_cdr(joints.record(k))
+            self._pub_joints.publish(data)
+            if self._capture is not None:
+                self._capture.add_message("/divergence/joints", "sim_real_bridge/msg/JointDivergence", self._tick_ns, data)
 
-    def _publish(self, out: TickOutput, now_ns: int) -> None:
-        # Straight to CDR and published raw: building rclpy message objects and
-        # serializing them (twice, with the snapshot copy) cost ~0.5 ms per grid time,
-        # on the latency path. Everything goes out before the snapshot copies.
-        # Joint records never reach here: the engine hands them to _publish_joint_record.
+    def _publish(self, out: EngineOutput, now_ns: int) -> None:
+        # Straight to CDR and published raw (rclpy message objects cost ~0.5 ms per grid
+        # time on the latency path). Joints went out already (the engine's joint sink).
         published = []
-        for record in out.poses:
-            data = cdr.pose_divergence_cdr(record, self._pose_frame)
-            self._pub_pose.publish(data)
-            self._latest_pose = record
-            published.append(("/divergence/pose", "sim_real_bridge/msg/PoseDivergence", data))
-        for record in out.contacts:
-            data = cdr.contact_residual_cdr(record)
-            self._pub_contact.publish(data)
-            published.append(("/divergence/contact", "sim_real_bridge/msg/ContactResidual", data))
+        if out.poses is not None:
+            for k in range(len(out.poses)):
+                record = out.poses.record(k)
+                data = cdr.pose_divergence_cdr(record, self._pose_frame)
+                self._pub_pose.publish(data)
+                self._latest_pose = record
+                published.append(("/divergence/pose", "sim_real_bridge/msg/PoseDivergence", data))
+        if out.contacts is not None:
+            for k in range(len(out.contacts)):
+                data = cdr.contact_residual_cdr(out.contacts.record(k))
+                self._pub_contact.publish(data)
+                published.append(("/divergence/contact", "sim_real_bridge/msg/ContactResidual", data))
         if self._capture is not None:
             for topic, type_name, data in published:
                 self._capture.add_message(topic, type_name, now_ns, data)
-        for record in out.events:
+        for _, record in out.events:
             self._on_event(record, now_ns)
 
     def _on_event(self, record: EventRecord, now_ns: int) -> None:
@@ -476,13 +493,13 @@ class DivergenceMonitor(Node):
     def _on_tick(self) -> None:
         now_ns = self._now_ns()
         self._publish_snapshot_notice()
-        before = (self._engine.analysis_count, self._engine.next_grid_ns)
         self._tick_ns = now_ns
-        out = self._engine.tick(now_ns)
-        if (self._engine.analysis_count, self._engine.next_grid_ns) != before:
-            # Only ticks that analysed or skipped ahead change the engine: replay needs those.
+        out = self._engine.advance(now_ns)
+        if out.analysed or out.skipped:
+            # Only ticks that analysed or skipped change the engine: replay needs those.
             self._note_tick(now_ns)
         self._publish(out, now_ns)
+        self._report_problems(now_ns)
         if self._capture is not None:
             for result in self._capture.poll(now_ns):
                 if result.error is not None:
@@ -550,8 +567,7 @@ class DivergenceMonitor(Node):
         self._note_tick(now_ns)
         self._tick_ns = now_ns
         out = self._engine.finish(now_ns)
-        for record in out.events:
-            self._on_event(record, now_ns)
+        self._publish(out, now_ns)
         if self._capture is not None:
             for result in self._capture.close():
                 if result.error is not None:
