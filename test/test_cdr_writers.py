@@ -10,7 +10,7 @@ import pytest
 from sim_real_bridge.capture.typestore import build_typestore
 from sim_real_bridge.conversions import cdr
 from sim_real_bridge.conversions import divergence_msgs as convert
-from sim_real_bridge.core.engine import ContactRecord, JointDivergenceRecord, PoseDivergenceRecord, SummaryRecord
+from sim_real_bridge.core.outputs import ContactRecord, JointDivergenceRecord, PoseDivergenceRecord, SummaryRecord
 from sim_real_bridge.core.events import EventRecord
 from sim_real_bridge.core.ledger import CategoryShareRecord
 

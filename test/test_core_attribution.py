@@ -5,16 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim_real_bridge.core.attribution import AttributionConfig, DelayFit, TickFeatures, attribute
-from sim_real_bridge.core.features import HealthFlag
+from sim_real_bridge.core.attribution import AttributionConfig, TickFeatures, attribute
+from sim_real_bridge.core.fits import DelayFit
 from sim_real_bridge.errors import ConfigError
 
 CFG = AttributionConfig()
 
 
 def feats(**kw) -> TickFeatures:
-    base = dict(t_ns=0, joints_valid=True, wrench_valid=True, joint_names=("j1", "j2"),
-                q_residual_rad=np.zeros(2), fit=DelayFit(0.0, 1.0, 0.0, 0.0, 0.0),
+    base = dict(t_ns=0, joints_valid=True, wrench_valid=True, 
+                fit=DelayFit(0.0, 1.0, 0.0, 0.0, 0.0),
                 ee_error_m=0.0, sim_tip_velocity_m_s=np.array([0.2, 0, 0]),
                 real_tip_velocity_m_s=np.array([0.2, 0, 0]))
     base.update(kw)
@@ -123,7 +123,7 @@ def test_unauthored_tail_keeps_its_cause() -> None:
 
 
 def test_untrusted_sensor_suppresses_the_rest() -> None:
-    flag = HealthFlag("nonfinite", True, 0.9, {"stream": "real/joint_states"})
+    flag = ("nonfinite", 0.9, {"stream": "real/joint_states"})
     f = feats(joint_residual_rad=0.015, effort_residual=20.0, sensor_flags=[flag])
     verdict = attribute(f, CFG)
     assert list(verdict.active) == ["sensor"]

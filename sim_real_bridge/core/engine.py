@@ -527,10 +527,12 @@ class DivergenceEngine:
     def _events_and_ledger(self, grid: Grid, rows: scan.ScanRows, out: EngineOutput) -> None:
         """Debounce the verdicts into events; book each row's residual energy in the ledger."""
         cfg = self.config
-        q = np.where(np.isfinite(grid.q_res_rad), grid.q_res_rad / cfg.ledger_q_scale_rad, np.nan)
-        with np.errstate(invalid="ignore"):
-            joint_energy = np.where(grid.joints_valid & np.isfinite(q).any(axis=1),
-                                    np.nanmean(np.where(np.isfinite(q), q * q, np.nan), axis=1), 0.0)
+        # Mean over the joints of (residual / scale)^2, where joints are known.
+        q = grid.q_res_rad / cfg.ledger_q_scale_rad
+        known = np.isfinite(q)
+        count = known.sum(axis=1)
+        joint_energy = np.where(grid.joints_valid & (count > 0),
+                                np.where(known, q * q, 0.0).sum(axis=1) / np.maximum(count, 1), 0.0)
         force = np.where(grid.wrench_valid, np.linalg.norm(grid.force_res_n, axis=1) / cfg.ledger_force_scale_n, 0.0)
         energy = (joint_energy + np.nan_to_num(force * force)).tolist()
         for k, (t, decision, verdict) in enumerate(zip(grid.t_ns.tolist(), grid.decision_ns.tolist(), rows.verdicts,
