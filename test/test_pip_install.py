@@ -44,7 +44,7 @@ def test_pure_parts_import_and_rclpy_is_absent(pip_venv: Path) -> None:
     code = (
         "import importlib.util, sim_real_bridge\n"
         "assert importlib.util.find_spec('rclpy') is None, 'rclpy must not be needed'\n"
-        "import sim_real_bridge.core.align, sim_real_bridge.sim.physics, sim_real_bridge.offline.bag_io\n"
+        "import sim_real_bridge.core.engine, sim_real_bridge.sim.physics, sim_real_bridge.offline.bag_io\n"
         "from sim_real_bridge.resources import share_path\n"
         "p = share_path('config', 'scenarios')\n"
         "assert '_share' in str(p) and any(p.glob('*.yaml')), p\n"

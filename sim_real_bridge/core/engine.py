@@ -194,6 +194,14 @@ class DivergenceEngine:
             self.first_command_ns = int(recv_ns)
         self.command_count += 1
 
+    def last_stamp_ns(self, side: str, stream: str) -> int | None:
+        """The stamp of the newest row of a stream the checks accepted (taken in so far)."""
+        return self._last_stamp_ns.get((side, stream))
+
+    def take_in(self) -> None:
+        """Check, map and store every row handed over so far (advance and run do this)."""
+        self._take_in()
+
     def note_refused(self, side: str, stream: str, reason: str, count: int = 1) -> None:
         """Count rows refused before they reached the engine (malformed messages)."""
         self.rejected[f"{side}/{stream}: {reason}"] += count
@@ -362,6 +370,7 @@ class DivergenceEngine:
         if not due:
             return
         t_ns, decision = candidates[:due], np.full(due, now_ns, dtype=np.int64)
+        out.due = due
         self.next_grid_ns = int(t_ns[-1]) + self.dt_ns
         self._due_t.append(t_ns)
         self._due_decision.append(decision)

@@ -218,6 +218,7 @@ class EngineOutput:
     contacts: ContactColumns | None = None
     events: list[tuple[int, EventRecord]] = field(default_factory=list)  # (decision_ns, record)
     summaries: list[SummaryRecord] = field(default_factory=list)
+    due: int = 0  # grid times that became due (live: their joints went out)
     analysed: int = 0
     skipped: int = 0
 
@@ -229,5 +230,6 @@ class EngineOutput:
                 setattr(self, name, theirs if mine is None or not len(mine) else type(mine).concat([mine, theirs]))
         self.events += other.events
         self.summaries += other.summaries
+        self.due += other.due
         self.analysed += other.analysed
         self.skipped += other.skipped

@@ -421,9 +421,11 @@ class DivergenceMonitor(Node):
             self._capture.add_message(topic, type_name, now_ns, serialize_message(msg))
 
     def _publish_joints(self, joints: JointColumns) -> None:
+        live = self.context.ok()  # at shutdown (finish) the context may be gone already
         for k in range(len(joints)):
             data = cdr.joint_divergence_cdr(joints.record(k))
-            self._pub_joints.publish(data)
+            if live:
+                self._pub_joints.publish(data)
             if self._capture is not None:
                 self._capture.add_message("/divergence/joints", "sim_real_bridge/msg/JointDivergence", self._tick_ns, data)
 
@@ -433,18 +435,18 @@ class DivergenceMonitor(Node):
         published = []
         if out.poses is not None:
             for k in range(len(out.poses)):
-                record = out.poses.record(k)
-                data = cdr.pose_divergence_cdr(record, self._pose_frame)
-                self._pub_pose.publish(data)
-                self._latest_pose = record
-                published.append(("/divergence/pose", "sim_real_bridge/msg/PoseDivergence", data))
+                self._latest_pose = out.poses.record(k)
+                published.append((self._pub_pose, "/divergence/pose", "sim_real_bridge/msg/PoseDivergence",
+                                  cdr.pose_divergence_cdr(self._latest_pose, self._pose_frame)))
         if out.contacts is not None:
             for k in range(len(out.contacts)):
-                data = cdr.contact_residual_cdr(out.contacts.record(k))
-                self._pub_contact.publish(data)
-                published.append(("/divergence/contact", "sim_real_bridge/msg/ContactResidual", data))
-        if self._capture is not None:
-            for topic, type_name, data in published:
+                published.append((self._pub_contact, "/divergence/contact", "sim_real_bridge/msg/ContactResidual",
+                                  cdr.contact_residual_cdr(out.contacts.record(k))))
+        live = self.context.ok()  # at shutdown (finish) the context may be gone already
+        for publisher, topic, type_name, data in published:
+            if live:
+                publisher.publish(data)
+            if self._capture is not None:
                 self._capture.add_message(topic, type_name, now_ns, data)
         for _, record in out.events:
             self._on_event(record, now_ns)
@@ -495,8 +497,8 @@ class DivergenceMonitor(Node):
         self._publish_snapshot_notice()
         self._tick_ns = now_ns
         out = self._engine.advance(now_ns)
-        if out.analysed or out.skipped:
-            # Only ticks that analysed or skipped change the engine: replay needs those.
+        if out.due or out.skipped:
+            # Only ticks that found grid times due (or dropped) decide anything: replay needs those.
             self._note_tick(now_ns)
         self._publish(out, now_ns)
         self._report_problems(now_ns)
