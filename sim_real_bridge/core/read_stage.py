@@ -139,29 +139,24 @@ def sample(buffer: StreamBuffer | None, t_ns: np.ndarray, max_gap_ns: int, width
     holds the value before it for up to max_gap_ns. Never interpolates across samples
     further apart than that.
     """
-    out = np.full((len(t_ns), width), np.nan)
     if buffer is None or not len(buffer):
-        return out
+        return np.full((len(t_ns), width), np.nan)
     times, values = buffer.time_ns, buffer.values[:, :width]
     n = len(times)
     idx = np.searchsorted(times, t_ns, side="right")  # first sample after t
-    lo = np.clip(idx - 1, 0, n - 1)
-    hi = np.clip(idx, 0, n - 1)
+    lo = np.maximum(idx - 1, 0)
+    hi = np.minimum(idx, n - 1)
     t_lo = times[lo]
-    span = times[hi] - t_lo
     after = idx > 0
     if reached is None:
         reached = idx < n
-    exact = after & (t_lo == t_ns)
-    bracketed = after & (idx < n) & reached & (span <= max_gap_ns) & ~exact
-    held = after & ~reached & ~exact & (t_ns - t_lo <= max_gap_ns)
-    held |= after & (idx >= n) & (t_ns - t_lo <= max_gap_ns)
-    w = np.where(span > 0, (t_ns - t_lo) / np.maximum(span, 1), 0.0)[:, None]
-    rows = np.flatnonzero(bracketed)
-    out[rows] = values[lo[rows]] * (1 - w[rows]) + values[hi[rows]] * w[rows]
-    rows = np.flatnonzero(exact | held)
-    out[rows] = values[lo[rows]]
-    return out
+    bracketed = after & reached & (idx < n) & (times[hi] - t_lo <= max_gap_ns)
+    # Past the newest sample, or not reached by the decision: hold the value before t, briefly.
+    held = after & ~bracketed & (t_ns - t_lo <= max_gap_ns)
+    span = np.maximum(times[hi] - t_lo, 1)
+    weight = np.where(bracketed, (t_ns - t_lo) / span, np.where(held, 0.0, np.nan))[:, None]
+    low = values[lo]
+    return low + weight * (values[hi] - low)
 
 
 def window_mean(buffer: StreamBuffer | None, start_ns: np.ndarray, end_ns: np.ndarray, width: int) -> np.ndarray:
