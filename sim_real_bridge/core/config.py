@@ -49,6 +49,8 @@ class EngineConfig:
         max_backlog_s: analysis never lags ``now`` by more than this (skips ahead).
         live_batch_s: live, joint residuals leave as each grid time is due; the rest of
             the analysis runs on the grid times due over this long, as one batch.
+        segment_gap_s: replay: a gap this long in the recording splits it into segments
+            (the gap is not analysed).
         stats_max_samples: analysis ticks kept for the max/p95 figures of run_summary
             (rms figures cover the whole run).
         features: stream health thresholds.
@@ -84,6 +86,7 @@ class EngineConfig:
     compensate_latency: bool = False
     max_backlog_s: float = 3.0
     live_batch_s: float = 0.1
+    segment_gap_s: float = 5.0
     stats_max_samples: int = 180_000
     features: FeatureConfig = field(default_factory=FeatureConfig)
     attribution: AttributionConfig = field(default_factory=AttributionConfig)

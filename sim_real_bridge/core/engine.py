@@ -126,6 +126,8 @@ class DivergenceEngine:
         self.last_analysed_ns: int | None = None
         self.analysis_count = 0
         self.skipped_count = 0
+        #: Replay: the (first, last) grid time analysed of each stretch of the recording.
+        self.segments: list[tuple[int, int]] = []
         self._trimmed_ns: int | None = None
         self._last_fit_ns: int | None = None
         self._state = scan.ScanState()
@@ -355,16 +357,16 @@ class DivergenceEngine:
 
     def _due_now(self, now_ns: int, out: EngineOutput) -> None:
         """Grid times due at now_ns: their joints go to the sink, the rest waits for the batch."""
+        backlog_ns = int(self.config.max_backlog_s * 1e9)
+        if self.next_grid_ns is not None and self.next_grid_ns < now_ns - backlog_ns:
+            # Older than the backlog allows: dropped and counted, never ticked through.
+            resume = self._next_after(now_ns - backlog_ns - 1)
+            out.skipped = (resume - self.next_grid_ns) // self.dt_ns
+            self.skipped_count += out.skipped
+            self.next_grid_ns = resume
         candidates = self._candidates(now_ns)
         if candidates is None or not len(candidates):
             return
-        backlog_ns = int(self.config.max_backlog_s * 1e9)
-        stale = candidates < now_ns - backlog_ns
-        if stale.any():  # older than the backlog allows: dropped, counted
-            out.skipped = int(stale.sum())
-            self.skipped_count += out.skipped
-            candidates = candidates[~stale]
-            self.next_grid_ns = int(candidates[0]) if len(candidates) else self._next_after(now_ns - backlog_ns)
         ready = ready_times(candidates, self._waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
         due = int(np.argmin(ready <= now_ns)) if not (ready <= now_ns).all() else len(ready)
         if not due:
@@ -392,29 +394,28 @@ class DivergenceEngine:
             on_progress: Callable[[float], None] | None = None) -> EngineOutput:
         """Analyse every grid time the live node, ticking at ticks_ns, would have (replay).
 
-        Returns the outputs of all batches (grid times decided after the last tick stay pending).
+        Ticks further apart than ``segment_gap_s`` split the run into segments: grid
+        times in such a gap are not analysed (nothing was recorded), and each segment is
+        listed in :attr:`segments`. Grid times decided after the last tick stay pending.
         """
         self._take_in()
         self._flush_health()
-        ticks = np.asarray(ticks_ns, dtype=np.int64)
-        parts: list[EngineOutput] = []
-        candidates = self._candidates(int(ticks[-1])) if len(ticks) else None
-        if candidates is None:
+        ticks = np.sort(np.asarray(ticks_ns, dtype=np.int64))
+        if not len(ticks) or self.joints is None:
             return EngineOutput()
-        backlog_ns = int(self.config.max_backlog_s * 1e9)
-        ready = ready_times(candidates, self._waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
-        decision, skipped = decision_times(candidates, ready, ticks, backlog_ns)
-        decided = decision != NEVER_NS
-        self.skipped_count += int(skipped.sum())
-        rows = np.flatnonzero(decided & ~skipped)
-        for start in range(0, len(rows), batch_rows):
-            chunk = rows[start:start + batch_rows]
-            parts.append(self._analyse(candidates[chunk], decision[chunk]))
-            if on_progress is not None:
-                on_progress(min(1.0, (start + len(chunk)) / len(rows)))
-        undecided = np.flatnonzero(~decided)
-        self.next_grid_ns = int(candidates[undecided[0]]) if undecided.size else int(candidates[-1]) + self.dt_ns
-        out = EngineOutput(skipped=int(skipped.sum()))
+        breaks = np.flatnonzero(np.diff(ticks) > int(self.config.segment_gap_s * 1e9)) + 1
+        plans = [self._plan_segment(segment) for segment in np.split(ticks, breaks)]
+        total = max(1, sum(len(rows) for _, _, rows in plans))
+        parts: list[EngineOutput] = []
+        done = 0
+        for candidates, decision, rows in plans:
+            for start in range(0, len(rows), batch_rows):
+                chunk = rows[start:start + batch_rows]
+                parts.append(self._analyse(candidates[chunk], decision[chunk]))
+                done += len(chunk)
+                if on_progress is not None:
+                    on_progress(done / total)
+        out = EngineOutput(skipped=self.skipped_count)
         out.joints, out.poses, out.contacts = (_concat([getattr(p, name) for p in parts])
                                                for name in ("joints", "poses", "contacts"))
         for part in parts:
@@ -422,6 +423,26 @@ class DivergenceEngine:
             out.summaries += part.summaries
             out.analysed += part.analysed
         return out
+
+    def _plan_segment(self, ticks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(grid times, their decision times, the rows to analyse) of one segment of ticks."""
+        backlog_ns = int(self.config.max_backlog_s * 1e9)
+        if self.next_grid_ns is not None and self.segments:
+            # After a gap in the recording: start where the data resumes, not in the gap.
+            self.next_grid_ns = max(self.next_grid_ns, self._next_after(int(ticks[0]) - backlog_ns))
+        candidates = self._candidates(int(ticks[-1]))
+        if candidates is None or not len(candidates):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.intp)
+        ready = ready_times(candidates, self._waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
+        decision, skipped = decision_times(candidates, ready, ticks, backlog_ns)
+        decided = decision != NEVER_NS
+        self.skipped_count += int(skipped.sum())
+        rows = np.flatnonzero(decided & ~skipped)
+        undecided = np.flatnonzero(~decided)
+        self.next_grid_ns = int(candidates[undecided[0]]) if undecided.size else int(candidates[-1]) + self.dt_ns
+        if rows.size:
+            self.segments.append((int(candidates[rows[0]]), int(candidates[rows[-1]])))
+        return candidates, decision, rows
 
     def finish(self, now_ns: int | None = None) -> EngineOutput:
         """End of run: analyse what is due at now_ns (if given) and close every open event."""
@@ -682,6 +703,8 @@ class DivergenceEngine:
             "calibration": self.statistics.calibration(names, int(self.config.fit_max_delay_s * 1e9),
                                                        int(self.config.fit_delay_step_s * 1e9) // 2),
             "ledger": self._ledger.as_dict(),
+            "segments": [{"start_s": round(self.to_seconds(a), 6), "end_s": round(self.to_seconds(b), 6)}
+                         for a, b in self.segments],
             "counts": {"analysis_ticks": self.analysis_count, "skipped_ticks": self.skipped_count,
                        "commands": self.command_count, "rejected": dict(self.rejected),
                        "events": self._events.event_count},

@@ -102,6 +102,17 @@ def _hand_over(engine: DivergenceEngine, stream: Stream) -> None:
         raise ConfigError(f"unknown stream type {type(stream).__name__}")
 
 
+def _ticks_where_recorded(recv_ns: np.ndarray, period_ns: int, segment_gap_s: float) -> np.ndarray:
+    """A tick every period_ns of log time, as the live node's timer, but none through a
+    gap in the recording longer than segment_gap_s (one stray message an hour later must
+    not cost an hour of ticks)."""
+    gap_ns = int(segment_gap_s * 1e9)
+    breaks = np.flatnonzero(np.diff(recv_ns) > gap_ns) + 1
+    parts = [np.arange((int(segment[0]) // period_ns + 1) * period_ns, int(segment[-1]) + period_ns, period_ns,
+                       dtype=np.int64) for segment in np.split(recv_ns, breaks)]
+    return np.concatenate(parts)
+
+
 def replay_columns(
     streams: Sequence[Stream],
     engine_config: EngineConfig | None = None,
@@ -148,7 +159,7 @@ def replay_columns(
     if tick_times_ns is not None and len(tick_times_ns):
         ticks = np.sort(np.asarray(tick_times_ns, dtype=np.int64))
     else:
-        ticks = np.arange((first // period_ns + 1) * period_ns, last + period_ns, period_ns, dtype=np.int64)
+        ticks = _ticks_where_recorded(np.sort(np.concatenate(recv)), period_ns, engine.config.segment_gap_s)
     outcome.output = engine.run(ticks, on_progress=on_progress)
     finished = engine.finish()
     outcome.output.events += finished.events
