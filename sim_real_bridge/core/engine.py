@@ -320,7 +320,9 @@ class DivergenceEngine:
         buffer.extend(time, recv, values)
         # Health marks are taken in with the analysis (in batches), in arrival order.
         self._health_pending.append((health, stamp, recv, time, health_values, crossed_reset))
-        if self.joints is None and len(self._layout) == 2:
+        # Pair once both sides hold joint rows (a side's layout is fixed by its first batch
+        # of names even when every row of it was refused).
+        if self.joints is None and all(self.sides[s].joints is not None for s in SIDES):
             self.joints, warnings = pair_joints(self._layout["sim"], self._layout["real"], self._explicit_joints)
             self.warnings += warnings
             if not len(self.joints.names):
