@@ -396,6 +396,9 @@ class DivergenceEngine:
             return EngineOutput()
         backlog_ns = int(self.config.max_backlog_s * 1e9)
         ready = ready_times(candidates, self._waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
+        # Live, nothing is analysed before both sides' joints were received (they must pair first).
+        paired_ns = max(self.sides[side].joints.first_recv_ns for side in SIDES)  # type: ignore[union-attr]
+        ready = np.maximum(ready, paired_ns)
         decision, skipped = decision_times(candidates, ready, ticks, backlog_ns)
         decided = decision != NEVER_NS
         self.skipped_count += int(skipped.sum())
