@@ -368,8 +368,9 @@ class DivergenceEngine:
         self._due_t.append(t_ns)
         self._due_decision.append(decision)
         joints = read_joints(t_ns, decision, self.sides, self.joints, self._read)  # type: ignore[arg-type]
-        out.joints = self._joint_columns(t_ns, decision, joints["sim"], joints["real"],
-                                         np.full(due, self._state.latency[0]), np.full(due, self._state.latency[1]))
+        with np.errstate(invalid="ignore"):  # inf - inf: a non-finite sample is NaN by design
+            out.joints = self._joint_columns(t_ns, decision, joints["sim"], joints["real"],
+                                             np.full(due, self._state.latency[0]), np.full(due, self._state.latency[1]))
         if self.joint_sink is not None and len(out.joints):
             self.joint_sink(out.joints)
 
@@ -467,15 +468,15 @@ class DivergenceEngine:
             windows = fits.fit_windows(t_ns[fit_rows], self.sides["sim"].joints, self.sides["real"].joints,  # type: ignore[arg-type]
                                        self.joints, self._fit)
             rows = scan.run(grid, windows, fit_rows, self.joints.names, self._state, self._scan)
-        out = EngineOutput(analysed=len(t_ns))
-        out.joints = self._joint_columns(
-            t_ns, decision_ns, {"q": grid.sim_q_rad, "qd": grid.sim_qd_rad_s, "effort": grid.sim_effort},
-            {"q": grid.real_q_rad, "qd": grid.real_qd_rad_s, "effort": grid.real_effort},
-            rows.latency_s, rows.latency_std_s)
-        self._events_and_ledger(grid, rows, out)
-        self.statistics.add(grid, rows.sim_contact, ~rows.sim_contact_recent & ~rows.real_contact)
-        out.poses = self._pose_columns(grid)
-        out.contacts = self._contact_columns(grid, rows)
+            out = EngineOutput(analysed=len(t_ns))
+            out.joints = self._joint_columns(
+                t_ns, decision_ns, {"q": grid.sim_q_rad, "qd": grid.sim_qd_rad_s, "effort": grid.sim_effort},
+                {"q": grid.real_q_rad, "qd": grid.real_qd_rad_s, "effort": grid.real_effort},
+                rows.latency_s, rows.latency_std_s)
+            self._events_and_ledger(grid, rows, out)
+            self.statistics.add(grid, rows.sim_contact, ~rows.sim_contact_recent & ~rows.real_contact)
+            out.poses = self._pose_columns(grid)
+            out.contacts = self._contact_columns(grid, rows)
         return out
 
 
@@ -532,10 +533,12 @@ class DivergenceEngine:
     def _events_and_ledger(self, grid: Grid, rows: scan.ScanRows, out: EngineOutput) -> None:
         """Debounce the verdicts into events; book each row's residual energy in the ledger."""
         cfg = self.config
-        q = np.where(np.isfinite(grid.q_res_rad), grid.q_res_rad / cfg.ledger_q_scale_rad, np.nan)
-        with np.errstate(invalid="ignore"):
-            joint_energy = np.where(grid.joints_valid & np.isfinite(q).any(axis=1),
-                                    np.nanmean(np.where(np.isfinite(q), q * q, np.nan), axis=1), 0.0)
+        q = grid.q_res_rad / cfg.ledger_q_scale_rad
+        finite = np.isfinite(q)
+        count = finite.sum(axis=1)
+        # Mean square over the finite joints (np.nanmean warns on rows with none).
+        joint_energy = np.where(grid.joints_valid & (count > 0),
+                                np.where(finite, q * q, 0.0).sum(axis=1) / np.maximum(count, 1), 0.0)
         force = np.where(grid.wrench_valid, np.linalg.norm(grid.force_res_n, axis=1) / cfg.ledger_force_scale_n, 0.0)
         energy = (joint_energy + np.nan_to_num(force * force)).tolist()
         for k, (t, decision, verdict) in enumerate(zip(grid.t_ns.tolist(), grid.decision_ns.tolist(), rows.verdicts,
