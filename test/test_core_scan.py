@@ -3,6 +3,7 @@ timers, the latency estimate and attribution, the same whatever the batch size."
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
@@ -42,9 +43,9 @@ def _grid(k: int, **columns: Any) -> Grid:
 def _take(grid: Grid, rows: slice) -> Grid:
     """Rows of a grid (as the engine's batches are)."""
     out = {}
-    for name in Grid.__dataclass_fields__:
-        value = getattr(grid, name)
-        out[name] = value[rows] if isinstance(value, np.ndarray) else value
+    for f in fields(Grid):
+        value = getattr(grid, f.name)
+        out[f.name] = value[rows] if isinstance(value, np.ndarray) else value
     out["flags"] = {key: StreamFlags(f.stream, {d: a[rows] for d, a in f.active.items()},
                                      {d: a[rows] for d, a in f.severity.items()},
                                      {d: a[rows] for d, a in f.detail.items()}) for key, f in grid.flags.items()}

@@ -121,3 +121,20 @@ def test_grid_times_decided_beyond_the_backlog_are_skipped() -> None:
     decision, skipped = decision_times(t, ready, ticks, BACKLOG_NS)
     assert decision.tolist() == [4 * S, 4 * S, 4 * S, 6 * S]
     assert skipped.tolist() == [True, False, False, False]
+
+
+def test_a_silence_still_open_is_a_stall_once_it_outlasts_the_patience() -> None:
+    # Stream b is delivered 250 ms late (steadily: no burst), stops at 3 s and resumes at 6 s.
+    # Grid times of 3.0 .. 3.25 s had not been reached when it went silent (at 3.25 s).
+    a = _regular(2 * MS)
+    b_stamp, b_recv = _regular(250 * MS)
+    keep = (b_stamp <= 3 * S) | (b_stamp >= 6 * S)
+    b_stamp, b_recv = b_stamp[keep], b_recv[keep]
+    silent_from = 3 * S + 250 * MS
+    t = _grid(3.02, 3.25)
+    whole = ready_times(t, [_stream(*a), _stream(b_stamp, b_recv)], HORIZON_NS, BACKLOG_NS)
+    np.testing.assert_array_equal(whole, np.full(len(t), silent_from + HORIZON_NS + 1))
+    # Live at 3.6 s, with only what had arrived by then, sees the same silence.
+    now = int(3.6 * S)
+    so_far = ready_times(t, [_stream(*a, now), _stream(b_stamp, b_recv, now)], HORIZON_NS, BACKLOG_NS)
+    np.testing.assert_array_equal(so_far, whole)
