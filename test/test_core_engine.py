@@ -1,662 +1,661 @@
-"""DivergenceEngine on synthetic streams: clean, latency, NaN burst, clock reset, determinism."""
+"""DivergenceEngine on synthetic streams whose answer is known: residuals, events,
+timing, summaries, refused rows, and live (message by message through advance())
+against replay (whole columns through run())."""
 
 from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pytest
 
-from sim_real_bridge.core.engine import DivergenceEngine, EngineConfig, analyze_streams
+from sim_real_bridge.core import validation
+from sim_real_bridge.core.engine import DivergenceEngine, EngineConfig
 from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN
+from sim_real_bridge.core.intake import IntakeConfig
 from sim_real_bridge.errors import ConfigError
 
-NAMES = [f"joint{i}" for i in range(1, 8)]
-RATE_HZ = 250
-T0_RECV_NS = 5_000_000_000  # monitor clock at the first sample
-REAL_OFFSET_NS = 77_000_000_000  # the real robot's clock is elsewhere
+MS = 1_000_000
+S = 1_000_000_000
+RATE_HZ = 100  # joint_states and wrench of both sides
+TICK_NS = 20 * MS  # the live node's analysis timer
+T0_RECV_NS = 100 * S  # the monitor's clock at the first sample
+SIM_CLOCK_NS = 1 * S  # the sim's stamps start here ...
+REAL_CLOCK_NS = 23 * S  # ... and the real robot's clock is 22 s ahead of the sim's
+NAMES = tuple(f"joint{i}" for i in range(1, 7))
+COMMAND_AT_S = 0.1  # the first command is received 0.1 s in: times in summary.json count from it
+
+WINDOW_TOLERANCE_S = 0.1
+STAT_TOLERANCE = 0.01
 
 
-def q_of(t_s: float) -> tuple[np.ndarray, np.ndarray]:
-    phase = 2 * np.pi * 0.4 * t_s + np.arange(7)
-    return 0.4 * np.sin(phase), 0.4 * 2 * np.pi * 0.4 * np.cos(phase)
+# ------------------------------------------------------------------ synthetic recordings
+@dataclass
+class Stream:
+    """One stream of one side as columns, rows in receive order."""
+
+    kind: str  # "joint_states", "wrench", "ee_pose" or "command"
+    side: str
+    stamp_ns: np.ndarray
+    recv_ns: np.ndarray
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    names: tuple[str, ...] = NAMES
+    frame_ids: list[str] | str = ""
 
 
-def make_streams(
-    duration_s: float = 8.0,
-    latency_s: float = 0.0,
-    latency_window: tuple[float, float] = (3.0, 6.0),
-    nan_window: tuple[float, float] | None = None,
-    reset_at_s: float | None = None,
-    effort_push: tuple[float, float] | None = None,
-    wrench_bias_window: tuple[float, float] | None = None,
-    seed: int = 0,
-) -> list[dict]:
-    """Messages in receive order: both sides' joint_states and wrench, ee poses, one command."""
-    rng = np.random.default_rng(seed)
-    msgs: list[dict] = [dict(type="command", stamp_ns=0, recv_ns=T0_RECV_NS + 100_000_000, names=NAMES, points=[])]
-    last = {}
-    for k in range(int(duration_s * RATE_HZ)):
-        t = k / RATE_HZ
-        for side in ("sim", "real"):
-            tq = t - latency_s if side == "real" and latency_window[0] <= t < latency_window[1] else t
-            q, qd = q_of(tq)
-            eff = 0.5 * np.sin(q)
-            if side == "real" and effort_push and effort_push[0] <= t < effort_push[1]:
-                q = q + 0.01
-                eff = eff + 15.0
-            if side == "real" and nan_window and nan_window[0] <= t < nan_window[1]:
-                q = q * np.nan
-            stamp = int(t * 1e9) + (REAL_OFFSET_NS if side == "real" else 0)
-            if side == "real" and reset_at_s is not None and t >= reset_at_s:
-                stamp -= 60_000_000_000
-            for kind in ("joint_state", "wrench", "pose"):
-                recv = T0_RECV_NS + int(t * 1e9) + int(1e6 + rng.exponential(3e5))
-                recv = max(recv, last.get((side, kind), 0) + 1)
-                last[(side, kind)] = recv
-                if kind == "joint_state":
-                    msgs.append(dict(type=kind, side=side, stamp_ns=stamp, recv_ns=recv, names=NAMES,
-                                     q_rad=q, qd_rad_s=qd, effort=eff))
-                elif kind == "wrench":
-                    force = np.zeros(3)
-                    if side == "real" and wrench_bias_window and wrench_bias_window[0] <= t < wrench_bias_window[1]:
-                        force = np.array([0.0, 0.0, 6.0])
-                    msgs.append(dict(type=kind, side=side, stamp_ns=stamp, recv_ns=recv, force_n=force,
-                                     torque_nm=np.zeros(3)))
-                elif k % 5 == 0:
-                    msgs.append(dict(type=kind, side=side, which="ee", stamp_ns=stamp, recv_ns=recv,
-                                     position_m=np.array([0.5, 0.0, 0.6]) + 0.1 * np.array([q[0], q[1], 0.0]),
-                                     orientation_wxyz=np.array([0.0, 1.0, 0.0, 0.0])))
-    msgs.sort(key=lambda m: m["recv_ns"])
-    return msgs
+@dataclass
+class Scenario:
+    """What differs between the sides (times in s of the run)."""
+
+    duration_s: float = 8.0
+    push: tuple[float, float] | None = None  # a hand pushes the real arm: effort, a little q, a wrist force
+    latency: tuple[float, float] | None = None  # the real arm lags the sim by 60 ms
+    nan: tuple[float, float] | None = None  # the real joint positions are NaN
+    wrench: bool = True
+    ee_pose: bool = False
+    identical_recv: bool = False  # both sides received at the same instants
+    seed: int = 1
 
 
-def run(msgs: list[dict], **kw):
-    engine, outputs = analyze_streams(msgs, **kw)
-    return engine, outputs, engine.run_summary()
+LATENCY_S = 0.06
 
 
+def _motion(t_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(n, 6) positions and velocities of a smooth motion (two frequencies per joint)."""
+    t = t_s[:, None]
+    j = np.arange(6)
+    q = 0.4 * np.sin(2 * np.pi * 0.4 * t + j) + 0.1 * np.sin(2 * np.pi * 1.3 * t + 2 * j)
+    qd = 0.4 * 2 * np.pi * 0.4 * np.cos(2 * np.pi * 0.4 * t + j) + 0.1 * 2 * np.pi * 1.3 * np.cos(2 * np.pi * 1.3 * t + 2 * j)
+    return q, qd
+
+
+def _inside(t_s: np.ndarray, window: tuple[float, float] | None) -> np.ndarray:
+    return np.zeros(len(t_s), dtype=bool) if window is None else (t_s >= window[0]) & (t_s < window[1])
+
+
+def make_recording(sc: Scenario) -> list[Stream]:
+    """Both sides' streams: 100 Hz joint_states and wrench, 25 Hz ee poses, one command.
+
+    Receive time = sample time + 1 ms + exponential jitter (mean 0.3 ms) per stream.
+    """
+    rng = np.random.default_rng(sc.seed)
+    t_s = np.arange(int(sc.duration_s * RATE_HZ)) / RATE_HZ
+    t_ns = (t_s * 1e9).round().astype(np.int64)
+    shared_jitter = rng.exponential(3e5, len(t_s)).astype(np.int64)
+    streams = [Stream("command", "sim", np.zeros(1, np.int64), np.array([T0_RECV_NS + int(COMMAND_AT_S * S)]))]
+    for side, clock in (("sim", SIM_CLOCK_NS), ("real", REAL_CLOCK_NS)):
+        real = side == "real"
+        lag = np.where(_inside(t_s, sc.latency), LATENCY_S, 0.0) if real else 0.0
+        q, qd = _motion(t_s - lag)
+        effort = 0.5 * np.sin(q)
+        force = np.zeros((len(t_s), 3))
+        if real:
+            pushed = _inside(t_s, sc.push)
+            q[pushed] += 0.01
+            effort[pushed] += 15.0
+            force[pushed] = [8.0, 0.0, 0.0]  # horizontal: not a payload
+            q[_inside(t_s, sc.nan)] = np.nan
+        stamp = clock + t_ns
+
+        def recv() -> np.ndarray:
+            jitter = shared_jitter if sc.identical_recv else rng.exponential(3e5, len(t_s)).astype(np.int64)
+            return np.maximum.accumulate(T0_RECV_NS + t_ns + 1 * MS + jitter)
+
+        streams.append(Stream("joint_states", side, stamp, recv(), dict(q=q, qd=qd, effort=effort)))
+        if sc.wrench:
+            streams.append(Stream("wrench", side, stamp, recv(), dict(force=force, torque=np.zeros_like(force)),
+                                  frame_ids="tool0"))
+        if sc.ee_pose:
+            every = slice(0, None, 4)
+            position = np.column_stack((0.5 + 0.1 * q[:, 0], 0.1 * q[:, 1], np.full(len(t_s), 0.6)))[every]
+            orientation = np.tile([0.0, 1.0, 0.0, 0.0], (len(position), 1))
+            streams.append(Stream("ee_pose", side, stamp[every], recv()[every],
+                                  dict(position=position, orientation=orientation), frame_ids="world"))
+    return streams
+
+
+def _hand_over(engine: DivergenceEngine, stream: Stream, rows: Any = slice(None)) -> None:
+    """Give the engine rows of a stream: a slice (columns) or one index (one message)."""
+    v = {name: col[rows] for name, col in stream.values.items()}
+    stamp, recv = stream.stamp_ns[rows], stream.recv_ns[rows]
+    frames = stream.frame_ids if isinstance(stream.frame_ids, str) else np.asarray(stream.frame_ids)[rows].tolist()
+    if stream.kind == "joint_states":
+        engine.add_joint_states(stream.side, stamp, recv, stream.names, v["q"], v["qd"], v["effort"])
+    elif stream.kind == "wrench":
+        engine.add_wrench(stream.side, stamp, recv, v["force"], v["torque"], frames)
+    elif stream.kind == "ee_pose":
+        engine.add_pose(stream.side, "ee_pose", stamp, recv, v["position"], v["orientation"], frames)
+    else:
+        for r in np.atleast_1d(recv).tolist():
+            engine.add_command(r)
+
+
+@dataclass
+class Run:
+    """An engine after a run, with everything it output."""
+
+    engine: DivergenceEngine
+    summary: dict[str, Any]
+    joints_t_ns: np.ndarray
+    position_residual_rad: np.ndarray
+    records: list = field(default_factory=list)  # EventRecords in output order
+    ticks_ns: list[int] = field(default_factory=list)  # live: ticks that analysed, skipped or published
+
+
+def _last_recv(streams: list[Stream]) -> int:
+    return max(int(s.recv_ns[-1]) for s in streams)
+
+
+def _collect(engine: DivergenceEngine, outs: list, ticks: list[int] | None = None) -> Run:
+    joints = [o.joints for o in outs if o.joints is not None and len(o.joints)]
+    t = np.concatenate([j.t_ns for j in joints]) if joints else np.zeros(0, np.int64)
+    res = np.concatenate([j.position_residual_rad for j in joints]) if joints else np.zeros((0, 0))
+    records = [record for o in outs for _, record in o.events]
+    return Run(engine, engine.run_summary(), t, res, records, ticks or [])
+
+
+def replay(streams: list[Stream], config: EngineConfig | None = None, intake: IntakeConfig | None = None,
+           ticks_ns: np.ndarray | None = None, **engine_kw: Any) -> Run:
+    """All rows at once, analysed with run() at the live node's tick times (every 20 ms by default)."""
+    engine = DivergenceEngine(config, intake, **engine_kw)
+    for stream in streams:
+        _hand_over(engine, stream)
+    first = min(int(s.recv_ns[0]) for s in streams)
+    if ticks_ns is None:
+        ticks_ns = np.arange((first // TICK_NS + 1) * TICK_NS, _last_recv(streams) + TICK_NS, TICK_NS)
+    out = engine.run(np.asarray(ticks_ns, dtype=np.int64))
+    return _collect(engine, [out, engine.finish()])
+
+
+def live(streams: list[Stream], config: EngineConfig | None = None, on_message: bool = False,
+         **engine_kw: Any) -> Run:
+    """One message at a time in receive order, advance() on a 20 ms timer (and, with
+    on_message, after each joint_states or wrench message that makes a grid time due, as
+    the node does)."""
+    engine = DivergenceEngine(config, **engine_kw)
+    order = sorted(((int(s.recv_ns[i]), k, i) for k, s in enumerate(streams) for i in range(len(s.recv_ns))))
+    first = order[0][0]
+    next_tick = (first // TICK_NS + 1) * TICK_NS
+    outs, ticks = [], []
+
+    def tick(now: int) -> None:
+        out = engine.advance(now)
+        outs.append(out)
+        if out.analysed or out.skipped or (out.joints is not None and len(out.joints)):
+            ticks.append(now)
+
+    for recv, k, i in order:
+        while next_tick <= recv:
+            tick(next_tick)
+            next_tick += TICK_NS
+        _hand_over(engine, streams[k], i)
+        if on_message and streams[k].kind in ("joint_states", "wrench") and engine.analysis_due():
+            tick(recv)
+    end = _last_recv(streams) + TICK_NS
+    while next_tick <= end:
+        tick(next_tick)
+        next_tick += TICK_NS
+    outs.append(engine.finish(next_tick))
+    return _collect(engine, outs, ticks)
+
+
+def _events(run: Run) -> list[tuple[str, str]]:
+    return [(e["category"], e["kind"]) for e in run.summary["events"]]
+
+
+def _run_s(t_s: float) -> float:
+    """A time of the synthetic run (s) in summary.json's time (s from the first command)."""
+    return t_s - COMMAND_AT_S
+
+
+# ------------------------------------------------------------------ residuals and events
 @pytest.fixture(scope="module")
-def clean():
-    return run(make_streams())
+def clean() -> Run:
+    return replay(make_recording(Scenario()))
 
 
-@pytest.fixture(scope="module")
-def latency():
-    return run(make_streams(latency_s=0.08))
+def test_identical_streams_give_zero_residuals_and_no_events() -> None:
+    run = replay(make_recording(Scenario(identical_recv=True)))
+    assert run.summary["events"] == []
+    assert len(run.joints_t_ns) > 350
+    assert np.nanmax(np.abs(run.position_residual_rad)) < 1e-9
+    joints = run.summary["residuals"]["joints"]
+    assert set(joints) == set(NAMES)
+    assert all(j["rms_rad"] < 1e-9 and j["max_rad"] < 1e-9 for j in joints.values())
+    assert run.summary["residuals"]["wrench"]["free"]["rms_n"] == 0.0
 
 
-def test_clean_streams_give_no_events_and_rated_records(clean) -> None:
-    engine, outputs, summary = clean
-    assert summary["events"] == []
-    joints = [r for o in outputs for r in o.joints]
-    # analysis at 50 Hz over ~8 s of 250 Hz input
-    assert 370 <= len(joints) <= 400
-    assert np.all(np.diff([r.stamp_ns for r in joints]) == 20_000_000)
-    assert max(float(np.max(np.abs(r.position_residual_rad))) for r in joints) < 0.01
-    poses = [r for o in outputs for r in o.poses]
-    assert 0.4 * len(joints) <= len(poses) <= 0.6 * len(joints)  # 25 Hz
-    contacts = [r for o in outputs for r in o.contacts]
-    assert all(r.sim_contact_phase == 0 and r.real_contact_phase == 0 for r in contacts)
-    assert summary["timing"]["clock_resets"] == 0
-    # the real clock runs 77 s ahead: the offset brings real stamps back onto the sim base
-    assert summary["timing"]["clock_offset_s"] == pytest.approx(-77.0, abs=0.002)
-    assert {c["joint"] for c in summary["calibration"]} == set(NAMES)
-    assert all(c["gain"] == pytest.approx(1.0, abs=0.01) for c in summary["calibration"])
-    assert all(c["delay_s"] == pytest.approx(0.0, abs=0.006) for c in summary["calibration"])
+def test_clean_streams_are_analysed_on_the_50_hz_grid_without_events(clean: Run) -> None:
+    assert clean.summary["events"] == []
+    assert np.all(np.diff(clean.joints_t_ns) == TICK_NS)  # 50 Hz, no hole
+    assert 7.8 * 50 <= len(clean.joints_t_ns) <= 8 * 50
+    # Receive jitter differs between the sides (mean 0.3 ms): alignment leaves a small residual.
+    assert np.nanmax(np.abs(clean.position_residual_rad)) < 2e-3
+    counts = clean.summary["counts"]
+    assert counts["analysis_ticks"] == len(clean.joints_t_ns) and counts["skipped_ticks"] == 0
+    assert counts["commands"] == 1 and counts["rejected"] == {} and counts["events"] == 0
 
 
-def test_latency_gives_a_dynamics_event_in_its_window(latency) -> None:
-    _, outputs, summary = latency
-    events = summary["events"]
-    assert [e["category"] for e in events] == ["dynamics"]
-    e = events[0]
-    # the window is 3..6 s of stream time; times are from the command, received 0.1 s in
-    assert 2.9 - 0.5 <= e["start_s"] <= 2.9 + 0.5
-    assert 5.9 - 0.5 <= e["end_s"] <= 5.9 + 1.5
-    assert e["kind"] == "latency" and 0 < e["severity"] <= 1
-    assert 0.04 <= float(e["evidence"]["fit_delay_s"]) <= 0.1
-    recs = [r for o in outputs for r in o.events]
-    assert [r.action for r in recs if r.action != "update"] == [ACTION_OPEN, ACTION_CLOSE]
+def test_the_clock_offset_between_the_sides_is_recovered(clean: Run) -> None:
+    timing = clean.summary["timing"]
+    # Real stamps run 22 s ahead of the sim's; both are delivered with the same delay floor.
+    assert timing["clock_offset_s"] == pytest.approx(-22.0, abs=2e-4)
+    assert timing["clock_resets"] == 0
+    floors = clean.engine.transport_floor_s()
+    assert floors["sim"] == pytest.approx((T0_RECV_NS + 1 * MS - SIM_CLOCK_NS) * 1e-9, abs=2e-4)
+    assert floors["real"] == pytest.approx((T0_RECV_NS + 1 * MS - REAL_CLOCK_NS) * 1e-9, abs=2e-4)
+    delivery = timing["delivery_delay_s"]
+    assert {"sim/joint_states", "real/joint_states", "sim/wrench", "real/wrench"} <= set(delivery)
+    # Delays beyond the envelope: the exponential jitter (median 0.3 ms * ln 2).
+    assert delivery["real/joint_states"]["p50"] == pytest.approx(3e-4 * math.log(2), abs=1e-4)
 
 
-def test_nan_burst_is_a_sensor_event_only() -> None:
-    _, _, summary = run(make_streams(nan_window=(3.0, 3.5)))
-    cats = [(e["category"], e["kind"]) for e in summary["events"]]
-    assert cats == [("sensor", "nonfinite")]
-    assert summary["events"][0]["start_s"] == pytest.approx(2.9, abs=0.2)
+def test_a_push_in_free_space_is_a_human_event() -> None:
+    run = replay(make_recording(Scenario(push=(3.0, 4.5))))
+    assert _events(run) == [("human", "push")]
+    event = run.summary["events"][0]
+    assert event["start_s"] == pytest.approx(_run_s(3.0), abs=0.15)
+    # The smoothed effort residual (ema of squares, 0.8 kept per 20 ms row) falls from 15 below
+    # the 4 N m threshold 11 rows after the push ends.
+    rows = math.floor(math.log((4.0 / 15.0) ** 2) / math.log(0.8))
+    assert event["end_s"] == pytest.approx(_run_s(4.5) + rows * 0.02, abs=0.05)
+    assert not event["open"] and 0.5 <= event["severity"] <= 1.0
+    assert float(event["evidence"]["effort_residual"]) > 4.0
+    assert [r.action for r in run.records if r.action != "update"] == [ACTION_OPEN, ACTION_CLOSE]
+    free = run.summary["residuals"]["wrench"]["free"]
+    assert free["max_n"] == pytest.approx(8.0)
 
 
-def test_infinite_inputs_are_a_sensor_event_without_numpy_warnings() -> None:
-    import warnings
-
-    msgs = make_streams(duration_s=6.0)
-    for m in msgs:
-        t_ns = m["stamp_ns"] - (REAL_OFFSET_NS if m.get("side") == "real" else 0)
-        if m["type"] in ("joint_state", "wrench") and 3.0e9 <= t_ns < 3.5e9:
-            # Both sides infinite at once: residuals and motion checks meet inf - inf.
-            if m["type"] == "joint_state":
-                m["q_rad"] = np.full(7, np.inf)
-            else:
-                m["force_n"] = np.array([np.inf, 0.0, -np.inf])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)  # inf - inf is NaN by design, not a warning
-        _, _, summary = run(msgs)
-    assert [(e["category"], e["kind"]) for e in summary["events"]] == [("sensor", "nonfinite")]
+def test_the_real_arm_lagging_by_60_ms_is_a_dynamics_event_with_that_delay() -> None:
+    run = replay(make_recording(Scenario(latency=(3.0, 6.0))))
+    assert _events(run) == [("dynamics", "latency")]
+    event = run.summary["events"][0]
+    assert float(event["evidence"]["fit_delay_s"]) == pytest.approx(LATENCY_S, abs=0.011)
+    assert event["start_s"] == pytest.approx(_run_s(3.0), abs=0.5)
+    assert event["end_s"] == pytest.approx(_run_s(6.0), abs=1.0)
 
 
-def test_clock_reset_is_counted_without_false_events() -> None:
-    engine, outputs, summary = run(make_streams(reset_at_s=4.0))
-    assert summary["timing"]["clock_resets"] == 1
-    assert summary["events"] == []
-    joints = [r for o in outputs for r in o.joints]
-    assert np.all(np.diff([r.stamp_ns for r in joints]) == 20_000_000)  # no hole in the analysis
-    assert engine.summary(T0_RECV_NS + 8 * 10**9).clock_resets == 1
+def test_a_lag_throughout_the_run_is_its_latency_and_each_joints_calibrated_delay() -> None:
+    run = replay(make_recording(Scenario(latency=(0.0, 99.0), duration_s=6.0)))
+    assert run.summary["timing"]["latency_s"] == pytest.approx(LATENCY_S, abs=0.011)
+    calibration = {c["joint"]: c for c in run.summary["calibration"]}
+    assert set(calibration) == set(NAMES)
+    for joint in calibration.values():
+        assert joint["delay_s"] == pytest.approx(LATENCY_S, abs=0.011)
+        assert joint["gain"] == pytest.approx(1.0, abs=0.05)
+        assert joint["residual_rms_rad"] < 0.2 * joint["rms_before_rad"]
 
 
-def test_external_load_without_wrist_force_is_human() -> None:
-    _, _, summary = run(make_streams(effort_push=(3.0, 5.0)))
-    assert [e["category"] for e in summary["events"]] == ["human"]
+def test_a_nan_burst_is_a_sensor_event_only() -> None:
+    run = replay(make_recording(Scenario(nan=(3.0, 3.5))))
+    assert _events(run) == [("sensor", "nonfinite")]
+    assert run.summary["events"][0]["start_s"] == pytest.approx(_run_s(3.0), abs=0.05)
+    assert run.engine.problems["real/joint_states"][validation.NON_FINITE] == 50
+    assert run.summary["counts"]["rejected"] == {}  # flagged, not refused
 
 
-def test_wrist_force_the_joints_do_not_feel_is_sensor_bias() -> None:
-    _, _, summary = run(make_streams(wrench_bias_window=(3.0, 5.0)))
-    assert [(e["category"], e["kind"]) for e in summary["events"]] == [("sensor", "ft_bias_drift")]
+# ------------------------------------------------------------------ joints, streams, refusals
+def test_prefixed_joint_names_pair_and_an_extra_joint_is_warned() -> None:
+    sim_names = tuple(f"leader_joint{i}" for i in range(1, 7))
+    real_names = tuple(f"follower_joint{i}" for i in (4, 5, 6, 1, 2, 3)) + ("follower_gripper",)
+    streams = make_recording(Scenario(duration_s=4.0, identical_recv=True))
+    for s in streams:
+        if s.kind == "joint_states" and s.side == "sim":
+            s.names = sim_names
+        elif s.kind == "joint_states":
+            order = [3, 4, 5, 0, 1, 2]
+            s.names = real_names
+            s.values = {k: np.hstack((v[:, order], np.full((len(v), 1), 0.3))) for k, v in s.values.items()}
+    run = replay(streams)
+    assert run.engine.joint_names == sim_names
+    assert run.summary["warnings"] == ["real joint(s) without a sim twin, not analysed: follower_gripper"]
+    assert np.nanmax(np.abs(run.position_residual_rad)) < 1e-9  # each joint met its own twin
+    assert run.summary["events"] == []
 
 
-def test_same_input_gives_identical_output(latency) -> None:
-    msgs = make_streams(latency_s=0.08)
-    _, outputs2, summary2 = run(msgs)
-    _, outputs1, summary1 = latency
-    assert summary1["events"] == summary2["events"]
-    j1 = [r.position_residual_rad for o in outputs1 for r in o.joints]
-    j2 = [r.position_residual_rad for o in outputs2 for r in o.joints]
-    assert len(j1) == len(j2) and all(np.array_equal(a, b, equal_nan=True) for a, b in zip(j1, j2))
+def test_a_recording_of_joints_only_runs() -> None:
+    run = replay(make_recording(Scenario(wrench=False, push=(3.0, 4.5))))
+    assert len(run.joints_t_ns) > 350
+    assert run.summary["residuals"]["wrench"]["free"]["samples"] == 0
+    # Without a wrist sensor, a stiff external load felt by the joints is still a human.
+    assert [c for c, _ in _events(run)] == ["human"]
 
 
-def test_replay_matches_live_with_other_tick_timing(latency) -> None:
-    """A live node ticks on a jittery timer; replay ticks on a fixed grid: same events within 0.1 s."""
-    msgs = make_streams(latency_s=0.08)
-    engine = DivergenceEngine(EngineConfig())
-    rng = np.random.default_rng(5)
-    next_tick = msgs[0]["recv_ns"] + 7_000_000
-    for m in msgs:
-        while m["recv_ns"] >= next_tick:
-            engine.tick(next_tick)
-            next_tick += int(rng.uniform(5e6, 45e6))
-        kw = {k: v for k, v in m.items() if k != "type"}
-        {"joint_state": engine.on_joint_state, "wrench": engine.on_wrench, "pose": engine.on_pose,
-         "command": engine.on_command}[m["type"]](**kw)
-    engine.tick(msgs[-1]["recv_ns"])
-    engine.finish()
-    live = engine.run_summary()["events"]
-    replay = latency[2]["events"]
-    assert [e["category"] for e in live] == [e["category"] for e in replay]
-    for a, b in zip(live, replay):
-        assert abs(a["start_s"] - b["start_s"]) <= 0.1 and abs(a["end_s"] - b["end_s"]) <= 0.1
+def test_poses_give_the_end_effector_error() -> None:
+    streams = make_recording(Scenario(ee_pose=True, duration_s=4.0))
+    for s in streams:
+        if s.kind == "ee_pose" and s.side == "real":
+            s.values["position"] = s.values["position"] + [0.0, 0.0, 0.004]
+    run = replay(streams)
+    assert run.summary["residuals"]["ee_position_rms_m"] == pytest.approx(0.004, rel=0.05)
+    assert run.engine.summary(T0_RECV_NS + 4 * S).ee_position_rms_m == pytest.approx(0.004, rel=0.05)
 
 
-def test_summary_record(latency) -> None:
-    engine = latency[0]
-    rec = engine.summary(T0_RECV_NS + 8 * 10**9)
-    assert rec.elapsed_s == pytest.approx(7.9, abs=0.01)
-    assert rec.event_count == 1 and rec.open_event_count == 0
-    shares = {r.category: r for r in rec.ledger}
-    assert set(shares) == {"dynamics", "contact", "sensor", "human", "unauthored"}
-    assert shares["dynamics"].event_count == 1 and shares["dynamics"].share_run > 0.5
-    assert sum(r.share_run for r in rec.ledger) + rec.unexplained_share_run == pytest.approx(1.0)
-    assert rec.joint_position_rms_rad > 0
-    assert rec.latency_s >= 0.0
+def test_refused_rows_are_counted_by_reason() -> None:
+    streams = make_recording(Scenario(duration_s=3.0))
+    real_joints = next(s for s in streams if s.kind == "joint_states" and s.side == "real")
+    real_wrench = next(s for s in streams if s.kind == "wrench" and s.side == "real")
+    real_joints.stamp_ns = real_joints.stamp_ns.copy()
+    real_joints.stamp_ns[100:103] = 0  # zero stamps
+    real_wrench.stamp_ns = real_wrench.stamp_ns.copy()
+    real_wrench.stamp_ns[50:55] = real_wrench.recv_ns[50:55] + 10 * S  # 10 s in the future
+    real_wrench.frame_ids = ["tool0"] * len(real_wrench.stamp_ns)
+    real_wrench.frame_ids[200:207] = ["flange"] * 7
+    intake = IntakeConfig(expected_frames={"wrench": "tool0", "pose": "world"})
+    for engine_run in (replay(streams, intake=intake), live(streams, intake_config=intake)):
+        engine = engine_run.engine
+        engine.add_joint_states("real", 5 * S, T0_RECV_NS + 5 * S, ("joint1", "joint2"), [0.0, 0.0])  # joints missing
+        engine.add_joint_states("real", 5 * S, T0_RECV_NS + 5 * S, NAMES, np.zeros(5))  # lengths differ
+        engine.finish(T0_RECV_NS + 5 * S)
+        rejected = engine.run_summary()["counts"]["rejected"]
+        assert rejected == {"real/joint_states: zero_stamp": 3, "real/wrench: future_stamp": 5,
+                            "real/wrench: frame_mismatch": 7, "real/joint_states: missing_joint": 1,
+                            "real/joint_states: length_mismatch": 1}
+        assert engine.summary(T0_RECV_NS + 5 * S).rejected_count == 17
+        assert engine_run.summary["events"] == []  # refused rows never reach the analysis
 
 
-def test_summary_percentiles_are_each_series_own(latency) -> None:
-    # run_summary takes several percentiles per numpy call: each must be the series' own.
-    engine, _, summary = latency
-    q_abs = np.asarray(engine._q_abs)
-    for i, name in enumerate(engine.joint_names):
-        assert summary["residuals"]["joints"][name]["p95_rad"] == float(np.percentile(q_abs[:, i], 95))
-    checked = 0
-    for side in ("sim", "real"):
-        for stream, delays in engine._clock[side]._stream_delays.items():
-            a = np.asarray(delays, dtype=float) * 1e-9
-            got = summary["timing"]["delivery_delay_s"][f"{side}/{stream}"]
-            assert (got["p50"], got["p99"]) == (float(np.percentile(a, 50)), float(np.percentile(a, 99)))
-            checked += 1
-    assert checked >= 4
+def test_a_side_whose_rows_are_all_refused_is_counted_not_raised() -> None:
+    streams = make_recording(Scenario(duration_s=2.0))
+    for s in streams:
+        if s.side == "real" and s.kind != "command":
+            s.stamp_ns = np.zeros_like(s.stamp_ns)  # a robot that does not stamp
+    run = live(streams)
+    assert len(run.joints_t_ns) == 0 and run.engine.joint_names is None
+    assert run.summary["counts"]["rejected"] == {"real/joint_states: zero_stamp": 200, "real/wrench: zero_stamp": 200}
 
 
-def test_a_planned_clock_synced_now_and_then_keeps_the_histories_of_the_per_sample_map() -> None:
-    # Planned rows reach the delay histories when read (_sync): at every point the
-    # statistics, stamps and epochs equal those of a map fed sample by sample (histories
-    # of 2000 overflowing, rows synced in several runs).
-    from sim_real_bridge.core.engine import _ClockMap
-
-    rng = np.random.default_rng(6)
-    n = 9000
-    recv = np.cumsum(rng.integers(100_000, 2_000_000, n)).astype(np.int64)
-    stamp = recv - rng.integers(1_000_000, 9_000_000, n)
-    ids = rng.choice(3, n, p=[0.6, 0.35, 0.05])
-    names = ["joint_states", "wrench", "ee_pose"]
-    planned, by_sample = _ClockMap(0.01, 10**9), _ClockMap(0.01, 10**9)
-    plan = planned.plan(stamp, recv, ids, names)
-    assert plan is not None
-    fed = 0
-    for hi in (3, 50, 1500, 2500, 2600, 7000, 9000):
-        planned.feed_planned(plan, hi)
-        for i in range(fed, hi):
-            by_sample.map(int(stamp[i]), int(recv[i]), names[ids[i]])
-        fed = hi
-        assert planned.delivery_delays_s() == by_sample.delivery_delays_s(), hi
-        assert planned._last_stamp == by_sample._last_stamp and planned._epoch == by_sample._epoch, hi
-        assert plan.synced == hi
-    assert set(planned.delivery_delays_s()) == set(names)
+def test_position_only_joint_states_are_not_non_finite() -> None:
+    streams = make_recording(Scenario(duration_s=4.0))
+    for s in streams:
+        if s.kind == "joint_states":
+            s.values["qd"] = np.full_like(s.values["qd"], np.nan)  # velocity and effort not sent
+            s.values["effort"] = np.full_like(s.values["effort"], np.nan)
+    run = replay(streams)
+    assert run.summary["events"] == [] and len(run.joints_t_ns) > 150
+    assert "real/joint_states" not in run.engine.problems
 
 
-def test_stack_rows_is_np_array_of_the_rows() -> None:
-    from collections import deque
-
-    from sim_real_bridge.core.rows import stack_rows
-
-    rng = np.random.default_rng(5)
-    block = rng.standard_normal((40, 21))
-    block[3, 2] = np.nan
-    views = [row[:7] for row in block]  # the engine's calibration rows: views into blocks
-    cases = [views, deque(np.abs(r) for r in views), [rng.standard_normal(3) for _ in range(5)]]
-    for rows in cases:
-        got = stack_rows(rows)
-        assert got.flags.writeable and got.dtype == np.float64
-        np.testing.assert_array_equal(got, np.array(rows))
-    others = [
-        [np.arange(3.0), np.arange(2.0), np.arange(4.0)],  # ragged, the same bytes in all
-        [row[::3] for row in block[:4]],  # not contiguous
-        [np.arange(4.0), np.arange(4, dtype=np.float32)],  # another dtype after the first
-        [np.arange(4.0), np.arange(4, dtype=np.int64)],  # 8-byte items that are not float64
-        [np.arange(4, dtype=np.float32)] * 3,
-        [[1.0, 2.0], [3.0, 4.0]],
-        [np.zeros(0), np.zeros(0)],
-        [],
-    ]
-    for rows in others:
-        try:
-            want = np.array(rows)
-        except ValueError:
-            with pytest.raises(ValueError):
-                stack_rows(rows)
-            continue
-        got = stack_rows(rows)
-        assert got.dtype == want.dtype and np.array_equal(got, want)
-
-
-def test_malformed_input_is_counted_not_raised() -> None:
-    engine = DivergenceEngine()
-    assert engine.on_joint_state("sim", 0, 1, NAMES, np.zeros(7), np.zeros(7), np.zeros(7))
-    assert not engine.on_joint_state("real", 0, 1, NAMES, np.zeros(6), np.zeros(7), np.zeros(7))
-    assert not engine.on_joint_state("real", 0, 1, NAMES[:6], np.zeros(6), np.zeros(6), np.zeros(6))
-    assert not engine.on_wrench("real", 0, 1, np.zeros(2), np.zeros(3))
-    assert not engine.on_pose("real", "ee", 0, 1, np.zeros(3), np.zeros(3))
-    engine.on_rejected("real", "joint_states", "non-finite stamp")
-    rec = engine.summary(10)
-    assert rec.rejected_count == 5
-    assert rec.rejected_by_reason["real/joint_states: bad shape or names"] == 1
-    assert rec.rejected_by_reason["real/joint_states: missing joints"] == 1
-    assert rec.rejected_by_reason["real/joint_states: non-finite stamp"] == 1
-
-
-def test_argument_errors() -> None:
+def test_argument_errors_name_what_is_wrong() -> None:
     engine = DivergenceEngine()
     with pytest.raises(ConfigError, match="unknown side 'left'"):
-        engine.on_wrench("left", 0, 0, np.zeros(3), np.zeros(3))
-    with pytest.raises(ConfigError, match="unknown pose 'base'"):
-        engine.on_pose("sim", "base", 0, 0, np.zeros(3), np.array([1.0, 0, 0, 0]))
-    with pytest.raises(ConfigError, match="unknown message type 'imu'"):
-        analyze_streams([{"type": "imu", "recv_ns": 0}])
-    with pytest.raises(ConfigError, match="not in receive order"):
-        analyze_streams([{"type": "command", "stamp_ns": 0, "recv_ns": 10, "names": [], "points": []},
-                         {"type": "command", "stamp_ns": 0, "recv_ns": 5, "names": [], "points": []}])
-    with pytest.raises(ConfigError, match="tick_period_s must be > 0"):
-        analyze_streams([], tick_period_s=0.0)
+        engine.add_wrench("left", 1, 1, np.zeros(3), np.zeros(3))
+    with pytest.raises(ConfigError, match="unknown pose stream 'base_pose'"):
+        engine.add_pose("sim", "base_pose", 1, 1, np.zeros(3), np.array([1.0, 0, 0, 0]))
+    with pytest.raises(ConfigError, match="EngineConfig.horizon_s must be finite and > 0"):
+        DivergenceEngine(EngineConfig(horizon_s=0.0))
 
 
-def test_config_from_dict() -> None:
-    cfg = EngineConfig.from_dict({"horizon_s": 0.5, "attribution.human_force_n": 9.0,
-                                  "events": {"heal_s": 2.0}})
+def test_config_from_dict_and_flat_names() -> None:
+    cfg = EngineConfig.from_dict({"horizon_s": 0.5, "attribution.human_force_n": 9.0, "events": {"heal_s": 2.0}})
     assert cfg.horizon_s == 0.5 and cfg.attribution.human_force_n == 9.0 and cfg.events.heal_s == 2.0
+    flat = EngineConfig.from_flat({"events.min_duration_by_category.human": 0.5, "features.warmup_s": 1.0})
+    assert flat.events.min_duration_by_category == {"human": 0.5, "contact": 0.3} and flat.features.warmup_s == 1.0
     with pytest.raises(ConfigError, match="unknown engine parameter 'bogus'"):
         EngineConfig.from_dict({"bogus": 1})
     with pytest.raises(ConfigError, match="unknown attribution parameter"):
         EngineConfig.from_dict({"attribution.bogus": 1})
-    with pytest.raises(ConfigError, match="unknown engine parameter block 'x'"):
-        EngineConfig.from_dict({"x.y": 1})
-    with pytest.raises(ConfigError, match="EngineConfig.horizon_s must be finite and > 0"):
-        EngineConfig.from_dict({"horizon_s": -1.0})
     with pytest.raises(ConfigError, match="pose_rate_hz and contact_rate_hz must be <= analysis_rate_hz"):
         EngineConfig(pose_rate_hz=500.0).validate()
 
 
-def test_config_from_flat_regroups_dict_fields_over_their_defaults() -> None:
-    cfg = EngineConfig.from_flat({"horizon_s": 0.4, "events.min_duration_by_category.human": 0.5,
-                                  "features.warmup_s": 1.0})
-    default_contact = EngineConfig().events.min_duration_by_category["contact"]
-    assert cfg.events.min_duration_by_category == {"human": 0.5, "contact": default_contact}
-    assert cfg.horizon_s == 0.4 and cfg.features.warmup_s == 1.0
-    with pytest.raises(ConfigError, match="unknown events parameter"):
-        EngineConfig.from_flat({"events.bogus.human": 1.0})
-    with pytest.raises(ConfigError, match="EventConfig.min_duration_by_category\\['human'\\] must be >= 0"):
-        EngineConfig.from_flat({"events.min_duration_by_category.human": -1.0})
+# ------------------------------------------------------------------ timing: resets, losses, run start
+def _shift_stamps(streams: list[Stream], side: str, from_s: float, by_ns: int) -> None:
+    for s in streams:
+        if s.side == side and s.kind != "command":
+            s.stamp_ns = s.stamp_ns + np.where(s.recv_ns >= T0_RECV_NS + int(from_s * S), by_ns, 0)
 
 
-def _backlogged(msgs: list[dict], period_s: float = 1.0) -> list[dict]:
-    """Deliver real joint_states and sim wrench in bursts: held up to period_s, then drained."""
+def test_a_clock_reset_is_counted_once_without_events_or_holes() -> None:
+    streams = make_recording(Scenario())
+    _shift_stamps(streams, "real", 4.0, -20 * S)  # the real robot's clock restarts 4 s in
+    run = replay(streams)
+    assert run.summary["timing"]["clock_resets"] == 1
+    assert run.summary["events"] == []
+    assert np.all(np.diff(run.joints_t_ns) == TICK_NS)
+    assert np.nanmax(np.abs(run.position_residual_rad)) < 2e-3
+    assert run.engine.summary(T0_RECV_NS + 8 * S).clock_resets == 1
+
+
+def _without(streams: list[Stream], side: str, start_s: float, end_s: float,
+             kinds: tuple[str, ...] = ("joint_states", "wrench")) -> list[Stream]:
+    """The streams minus one side's rows of ``kinds`` received in [start_s, end_s)."""
     out = []
-    period_ns = int(period_s * 1e9)
-    drained = {}
-    for m in msgs:
-        m = dict(m)
-        key = (m.get("side"), m["type"])
-        if key in (("real", "joint_state"), ("sim", "wrench")):
-            phase = 0 if key[0] == "real" else period_ns // 3  # the two topics burst out of step
-            release = -(-(m["recv_ns"] - phase) // period_ns) * period_ns + phase
-            drained[key] = max(release, drained.get(key, 0) + 20_000)  # ~20 us per drained message
-            m["recv_ns"] = drained[key]
-        out.append(m)
-    out.sort(key=lambda m: m["recv_ns"])
+    for s in streams:
+        if s.side == side and s.kind in kinds:
+            keep = ~((s.recv_ns >= T0_RECV_NS + int(start_s * S)) & (s.recv_ns < T0_RECV_NS + int(end_s * S)))
+            s = replace(s, stamp_ns=s.stamp_ns[keep], recv_ns=s.recv_ns[keep],
+                        values={k: v[keep] for k, v in s.values.items()})
+        out.append(s)
     return out
 
 
-def test_bursty_backlog_of_one_topic_is_no_reset_and_no_event(clean) -> None:
-    engine, outputs, summary = run(_backlogged(make_streams(duration_s=8.0)))
-    assert summary["timing"]["clock_resets"] == 0
-    assert summary["events"] == []
-    joints = [r for o in outputs for r in o.joints]
-    # Once one burst has shown the stream delivers late (not missing), every grid time waits for it.
-    late = [r for r in joints if r.stamp_ns >= T0_RECV_NS + 2_500_000_000]
-    assert np.all(np.diff([r.stamp_ns for r in late]) == 20_000_000)
-    # ... and aligns it as well as when nothing is late.
-    clean_max = max(float(np.max(np.abs(r.position_residual_rad))) for o in clean[1] for r in o.joints)
-    assert max(float(np.max(np.abs(r.position_residual_rad))) for r in late) <= 2 * clean_max
-
-
-def test_clock_reset_under_backlog_is_counted_once() -> None:
-    engine, outputs, summary = run(_backlogged(make_streams(reset_at_s=4.0)))
-    assert summary["timing"]["clock_resets"] == 1
-    assert summary["events"] == []
-
-
-def _rest_then_motion(command_recv_s: float, move_at_s: float = 1.0, duration_s: float = 3.0) -> list[dict]:
-    """Both arms rest, then move from move_at_s; the monitor hears the command at command_recv_s."""
-    msgs: list[dict] = [dict(type="command", stamp_ns=0, recv_ns=T0_RECV_NS + int(command_recv_s * 1e9),
-                             names=NAMES, points=[])]
-    for k in range(int(duration_s * RATE_HZ)):
-        t = k / RATE_HZ
-        tm = max(0.0, t - move_at_s)
-        q = 0.3 * (1 - np.cos(2 * np.pi * 0.5 * tm)) * np.ones(7)
-        qd = 0.3 * np.pi * np.sin(2 * np.pi * 0.5 * tm) * np.ones(7)
-        for side in ("sim", "real"):
-            stamp = int(t * 1e9) + (REAL_OFFSET_NS if side == "real" else 0)
-            msgs.append(dict(type="joint_state", side=side, stamp_ns=stamp, recv_ns=T0_RECV_NS + int(t * 1e9) + 10**6,
-                             names=NAMES, q_rad=q, qd_rad_s=qd, effort=np.zeros(7)))
-    msgs.sort(key=lambda m: m["recv_ns"])
-    return msgs
-
-
-def test_run_starts_when_the_arm_moved_if_the_command_was_heard_late() -> None:
-    late, _ = analyze_streams(_rest_then_motion(command_recv_s=1.6))
-    assert late.to_seconds(T0_RECV_NS + 10**9) == pytest.approx(0.0, abs=0.02)
-    on_time, _ = analyze_streams(_rest_then_motion(command_recv_s=0.99))
-    assert on_time.to_seconds(T0_RECV_NS + 990_000_000) == 0.0  # heard before the arm moved: the receipt
-    # the first command was missed: a later one (5 s in) is the first heard
-    missed, _ = analyze_streams(_rest_then_motion(command_recv_s=5.0, duration_s=6.0))
-    assert missed.to_seconds(T0_RECV_NS + 10**9) == pytest.approx(0.0, abs=0.02)
-
-
-def _without(msgs: list[dict], side: str, start_s: float, end_s: float) -> list[dict]:
-    """The messages minus every joint_state and wrench of one side received in [start_s, end_s)."""
-    lo, hi = T0_RECV_NS + int(start_s * 1e9), T0_RECV_NS + int(end_s * 1e9)
-    return [m for m in msgs if not (m.get("side") == side and m["type"] in ("joint_state", "wrench")
-                                    and lo <= m["recv_ns"] < hi)]
-
-
 @pytest.mark.parametrize("side", ["sim", "real"])
-def test_a_lost_stream_of_either_side_is_one_sensor_dropout_and_nothing_else(side: str) -> None:
-    _, outputs, summary = run(_without(make_streams(), side, 3.0, 5.5))
-    events = [(e["category"], e["kind"]) for e in summary["events"]]
-    assert events == [("sensor", "dropout")], events
-    opened = [r for o in outputs for r in o.events if r.action == ACTION_OPEN]
+def test_a_side_gone_silent_is_one_sensor_dropout_once_the_silence_lasts_side_silence_s(side: str) -> None:
+    run = replay(_without(make_recording(Scenario()), side, 3.0, 5.0))
+    assert _events(run) == [("sensor", "dropout")]
+    opened = [r for r in run.records if r.action == ACTION_OPEN]
     assert len(opened) == 1 and opened[0].evidence["stream"].startswith(f"{side}/")
-    # the analysis resumed after the stream came back
-    joints = [r for o in outputs for r in o.joints]
-    assert max(r.stamp_ns for r in joints) > T0_RECV_NS + 7 * 10**9
+    # Every stream of the side silent: the monitor may have lost the side, so it waits
+    # side_silence_s (1.5 s) before blaming the sensor.
+    side_silence_s = EngineConfig().features.side_silence_s
+    assert run.summary["events"][0]["start_s"] == pytest.approx(_run_s(3.0 + side_silence_s), abs=0.05)
+    hold_s = EngineConfig().features.flag_hold_s  # a flag stays visible this long after its evidence
+    assert run.summary["events"][0]["end_s"] == pytest.approx(_run_s(5.0 + hold_s), abs=0.05)
+    assert run.joints_t_ns[-1] > T0_RECV_NS + 7 * S  # the analysis resumed (grid times on the monitor clock)
 
 
-def test_position_only_joint_states_are_not_non_finite() -> None:
-    msgs = make_streams(duration_s=4.0)
-    for m in msgs:
-        if m["type"] == "joint_state":
-            m["qd_rad_s"], m["effort"] = [], []
-    engine, outputs, summary = run(msgs)
-    assert summary["events"] == []
-    assert [r for o in outputs for r in o.joints], "position-only streams are analysed"
-    flags = engine._health[("real", "joint_states")].flags(engine._last_t_ns)
-    assert not any(f.active for f in flags if f.name == "nonfinite")
+def test_one_lost_stream_is_a_dropout_after_dropout_periods() -> None:
+    run = replay(_without(make_recording(Scenario()), "real", 3.0, 5.0, kinds=("wrench",)))
+    assert _events(run) == [("sensor", "dropout")]
+    event = run.summary["events"][0]
+    assert event["evidence"]["stream"] == "real/wrench"
+    # Open once the gap exceeds dropout_periods (5) periods of 10 ms.
+    assert event["start_s"] == pytest.approx(_run_s(3.0 + 0.05), abs=0.03)
+    assert event["end_s"] == pytest.approx(_run_s(5.0 + EngineConfig().features.flag_hold_s), abs=0.05)
 
 
-def test_transport_floor_is_each_sides_smallest_receive_delay() -> None:
-    engine = DivergenceEngine()
-    assert engine.transport_floor_s() == {}
-    for k, extra_ns in enumerate((900_000, 300_000, 2_000_000, 450_000)):
-        stamp = k * 1_000_000
-        engine.on_joint_state("sim", stamp, T0_RECV_NS + stamp + extra_ns, NAMES, np.zeros(7))
-        engine.on_joint_state("real", REAL_OFFSET_NS + stamp, T0_RECV_NS + stamp + 2 * extra_ns, NAMES, np.zeros(7))
-    floor = engine.transport_floor_s()
-    # The floor leaks upward slowly between samples; within 3 ms of samples it is the minimum.
-    assert floor["sim"] == pytest.approx((T0_RECV_NS + 300_000) * 1e-9, abs=2e-5)
-    assert floor["real"] == pytest.approx((T0_RECV_NS - REAL_OFFSET_NS + 600_000) * 1e-9, abs=2e-5)
+def test_the_run_starts_at_the_first_command_or_the_real_arms_earlier_motion() -> None:
+    streams = make_recording(Scenario(duration_s=4.0, identical_recv=True))
+    # Both arms rest for 1 s, then move; the first command is heard only 1.6 s in.
+    for s in streams:
+        if s.kind == "joint_states":
+            t_s = (s.stamp_ns - s.stamp_ns[0]) * 1e-9
+            q, qd = _motion(np.maximum(t_s - 1.0, 0.0))
+            s.values["q"], s.values["qd"] = q - _motion(np.zeros(1))[0], np.where(t_s[:, None] < 1.0, 0.0, qd)
+    command = streams[0]
+    command.recv_ns = np.array([T0_RECV_NS + int(1.6 * S)])
+    late = replay(streams).engine
+    assert late.to_seconds(T0_RECV_NS + 1 * S) == pytest.approx(0.0, abs=0.02)
+    command.recv_ns = np.array([T0_RECV_NS + int(0.5 * S)])
+    on_time = replay(streams).engine
+    assert on_time.to_seconds(T0_RECV_NS + int(0.5 * S)) == 0.0
 
 
-def test_joint_records_go_to_a_sink_when_set_and_equal_the_tick_output(latency, monkeypatch) -> None:
-    _, outputs, summary = latency
-    expected = [r for out in outputs for r in out.joints]
+# ------------------------------------------------------------------ summaries
+def test_the_summary_record_books_the_event_and_the_ledger() -> None:
+    run = replay(make_recording(Scenario(push=(3.0, 4.5))))
+    record = run.engine.summary(T0_RECV_NS + 8 * S)
+    assert record.elapsed_s == pytest.approx(8.0 - COMMAND_AT_S, abs=0.01)
+    assert record.event_count == 1 and record.open_event_count == 0
+    shares = {r.category: r for r in record.ledger}
+    assert set(shares) == {"dynamics", "contact", "sensor", "human", "unauthored"}
+    assert shares["human"].event_count == 1 and shares["human"].share_run > 0.5
+    assert sum(r.share_run for r in record.ledger) + record.unexplained_share_run == pytest.approx(1.0)
+    assert record.joint_position_rms_rad == pytest.approx(0.01 * math.sqrt(1.5 / 8.0), rel=0.1)
+    assert record.force_residual_rms_n > 0
+
+
+def test_joints_go_to_the_sink_as_soon_as_they_are_due() -> None:
+    streams = make_recording(Scenario(duration_s=3.0))
     sunk: list = []
-    original_init = DivergenceEngine.__init__
-
-    def init(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
-        self.joint_record_sink = sunk.append
-
-    monkeypatch.setattr(DivergenceEngine, "__init__", init)
-    _, outputs_sunk, summary_sunk = run(make_streams(latency_s=0.08))
-    assert not any(out.joints for out in outputs_sunk)
-    assert len(sunk) == len(expected) > 100
-    for got, want in zip(sunk, expected):
-        assert got.stamp_ns == want.stamp_ns
-        assert got.latency_s == want.latency_s and got.clock_offset_s == want.clock_offset_s
-        assert np.array_equal(got.position_residual_rad, want.position_residual_rad, equal_nan=True)
-        assert np.array_equal(got.effort_residual, want.effort_residual, equal_nan=True)
-    assert summary_sunk["events"] == summary["events"]
+    engine = DivergenceEngine()
+    engine.joint_sink = sunk.append
+    for stream in streams:
+        _hand_over(engine, stream)
+    engine.advance(T0_RECV_NS + 2 * S)
+    assert sunk and sunk[-1].t_ns[-1] >= T0_RECV_NS + 2 * S - 40 * MS  # everything received by then
+    t = np.concatenate([c.t_ns for c in sunk])
+    assert np.all(np.diff(t) == TICK_NS)
 
 
-def test_delay_fits_of_a_batch_have_the_bits_of_each_window_alone() -> None:
-    """The plan fits windows in batches, the live path one at a time: same bits, including
-    windows without motion, frozen joints, negative zeros and a shorter window."""
-    import struct
-    from dataclasses import astuple
-
-    from sim_real_bridge.core.engine import _fits
-
-    rng = np.random.default_rng(11)
-    delays = np.arange(26) * 0.01
-    for n in (50, 41):
-        real = rng.normal(0, 0.3, (9, n, 7))
-        sim = real.transpose(1, 0, 2)[:, :, None] + rng.normal(0, 0.01, (n, 9, 26, 7))  # (n, F, D, J)
-        sim[:, :, :, 3] = -0.0  # a frozen joint
-        sim[:, 2] = 0.1  # a window without motion
-        real[5] = sim[:, 5, 0]  # a window in agreement
-        batch = _fits(real, np.ascontiguousarray(sim), delays, 0.005)
-        for f, (fit, counted) in enumerate(batch):
-            alone = _fits(real[f:f + 1], np.ascontiguousarray(sim[:, f:f + 1]), delays, 0.005)
-            assert [(struct.pack("<5d", *astuple(a)), c) for a, c in alone] == [
-                (struct.pack("<5d", *astuple(fit)), counted)]
-        assert not batch[2][1] and batch[5][0].explained == 1.0 and batch[0][1]
+# ------------------------------------------------------------------ live == replay
+def _close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return abs(a - b) <= STAT_TOLERANCE * max(abs(a), abs(b), 1e-12)
 
 
-def test_delay_fits_match_the_direct_residual_sums() -> None:
-    """_fits takes the centred residual's sums from xc and yc products: the same fits as
-    building the residual at every delay (up to rounding), and the delay put in."""
-    from sim_real_bridge.core.engine import _fits
-
-    rng = np.random.default_rng(12)
-    delays = np.arange(26) * 0.01
-    n, windows, joints = 50, 6, 7
-    t = np.arange(n)[:, None] * 0.02
-    for true_delay, gain in ((0.0, 1.0), (0.05, 1.0), (0.12, 0.8)):
-        phase = rng.uniform(0, 6, (windows, 1, joints))
-        real = 1.0 + gain * 0.3 * np.sin(2.0 * (t[None] - true_delay) + phase)  # (F, n, J)
-        real += rng.normal(0, 1e-4, real.shape)
-        sim = 1.0 + 0.3 * np.sin(2.0 * (t[:, None, None, :] - delays[None, None, :, None])
-                                 + phase.transpose(1, 0, 2)[:, :, None, :])  # (n, F, D, J)
-        fits = _fits(real, np.ascontiguousarray(sim), delays, 0.005)
-        rc = real.transpose(1, 0, 2)[:, :, None] - sim
-        rc -= rc.mean(axis=0)
-        xc = sim - sim.mean(axis=0)
-        sxr, sxx = (xc * rc).sum(axis=0), (xc * xc).sum(axis=0)
-        slope = sxr / sxx
-        total = ((rc * rc).sum(axis=0) - slope * sxr).sum(axis=2)  # (F, D)
-        for f, (fit, counted) in enumerate(fits):
-            best = int(np.argmin(total[f]))
-            assert counted and fit.delay_s == pytest.approx(delays[best]) == pytest.approx(true_delay)
-            assert fit.gain == pytest.approx(gain, abs=0.02)
-            sst = float(((real[f] - sim[:, f, 0]) ** 2).sum())
-            assert fit.explained == pytest.approx(max(0.0, 1 - total[f, best] / sst), abs=1e-9)
+def assert_live_equals_replay(live_run: Run, replay_run: Run,
+                              parts: tuple[str, ...] = ("events", "joints", "wrench", "ee")) -> None:
+    """Same events (category, start and end within 0.1 s) and residual statistics within 1%."""
+    a, b = live_run.summary, replay_run.summary
+    if "events" in parts:
+        assert [e["category"] for e in a["events"]] == [e["category"] for e in b["events"]]
+        for x, y in zip(a["events"], b["events"], strict=True):
+            assert abs(x["start_s"] - y["start_s"]) <= WINDOW_TOLERANCE_S, (x, y)
+            assert abs(x["end_s"] - y["end_s"]) <= WINDOW_TOLERANCE_S, (x, y)
+        assert a["timing"]["clock_resets"] == b["timing"]["clock_resets"]
+        assert abs(a["timing"]["clock_offset_s"] - b["timing"]["clock_offset_s"]) < 1e-3
+    if "joints" in parts:
+        assert set(a["residuals"]["joints"]) == set(b["residuals"]["joints"])
+        for name, stats in a["residuals"]["joints"].items():
+            for key, value in stats.items():
+                other = b["residuals"]["joints"][name][key]
+                assert _close(value, other), (name, key, value, other)
+        assert abs(a["counts"]["analysis_ticks"] - b["counts"]["analysis_ticks"]) <= 2
+    if "wrench" in parts:
+        for phase in ("free", "contact"):
+            for key, value in a["residuals"]["wrench"][phase].items():
+                other = b["residuals"]["wrench"][phase][key]
+                assert _close(value, other), (phase, key, value, other)
+    if "ee" in parts:
+        value, other = a["residuals"]["ee_position_rms_m"], b["residuals"]["ee_position_rms_m"]
+        assert _close(value, other), ("ee_position_rms_m", value, other)
 
 
-def test_planned_window_means_equal_the_live_means_bit_for_bit() -> None:
-    """_Series.plan_grid's window means (all grid times at once) are the live window_mean's
-    values exactly: same summation order, signed zeros, NaN and inf included."""
-    from sim_real_bridge.core.engine import _Series
-
-    rng = np.random.default_rng(7)
-    n = 4000
-    times = np.cumsum(rng.integers(0, 4_000_000, n)).astype(np.int64)
-    times[1000:1100] = times[1000]  # a burst at one time
-    times[2000:] += 700_000_000  # a gap longer than the window
-    times = np.sort(times)
-    values = rng.normal(size=(n, 6)) * 10.0 ** rng.integers(-8, 8, size=(n, 6))
-    values[rng.random((n, 6)) < 0.05] = -0.0
-    values[300:400] = -0.0
-    values[500:510, 2] = np.nan
-    values[600:610, 3] = np.inf
-    step, window = 20_000_000, 100_000_000
-    planned, live = _Series(6), _Series(6)
-    planned.load(times, values)
-    planned.plan_grid(step, 50_000_000, window)
-    planned.reveal(n)
-    for t, row in zip(times.tolist(), values, strict=True):
-        live.add(t, row)
-    checked = 0
-    for end in range(int(times[0]) // step * step, int(times[-1]) + step, step):
-        a, b = planned.window_mean(end - window, end), live.window_mean(end - window, end)
-        assert np.array_equal(a, b, equal_nan=True) and np.array_equal(np.signbit(a), np.signbit(b)), end
-        checked += int(np.isfinite(b).any())
-    assert checked > 100 and planned._grid is not None and planned._grid.w_values is not None
+READ_AFTER_DECISION = ("the read stage samples rows received after the decision (held samples, wrench window "
+                       "means, poses read without regard to arrival): replay reads data the live monitor had not "
+                       "received yet")
+LIVE_SCENARIO = Scenario(duration_s=9.0, push=(2.0, 3.0), latency=(4.0, 6.5), nan=(7.5, 7.9), ee_pose=True)
 
 
-def test_planned_grid_samples_equal_the_live_samples_bit_for_bit() -> None:
-    """_Series.plan_grid's samples (interpolated rows only, exact hits copied) are the live
-    sample's values at every grid time: exact hits, repeated times, gaps over the limit,
-    signed zeros, NaN and inf, and times past the newest sample."""
-    from sim_real_bridge.core.engine import _Series
-
-    rng = np.random.default_rng(11)
-    n = 3000
-    step = 10_000_000
-    times = np.cumsum(rng.integers(0, 6_000_000, n)).astype(np.int64)
-    times[::7] = times[::7] // step * step  # some samples exactly on the grid
-    times[1000:1040] = times[1000]  # repeated times
-    times[2000:] += 300_000_000  # a gap longer than the limit
-    times = np.sort(times)
-    values = rng.normal(size=(n, 5)) * 10.0 ** rng.integers(-6, 6, size=(n, 5))
-    values[rng.random((n, 5)) < 0.05] = -0.0
-    values[500:510, 1] = np.nan
-    values[600:610, 4] = np.inf
-    planned, live = _Series(5), _Series(5)
-    planned.load(times, values)
-    planned.plan_grid(step, 50_000_000)
-    planned.reveal(n)
-    for t, row in zip(times.tolist(), values, strict=True):
-        live.add(t, row)
-    on_grid = set(times[::7].tolist())
-    served = exact = 0
-    for t in range(int(times[0]) // step * step, int(times[-1]) + 3 * step, step):
-        row = planned._grid_row(t, 50_000_000)  # (None: past the newest sample, left to the live path)
-        if row is None:
-            continue
-        b = live.sample(t, 50_000_000)
-        assert np.array_equal(row, b, equal_nan=True) and np.array_equal(np.signbit(row), np.signbit(b)), t
-        served += 1
-        exact += int(t in on_grid)
-    assert served > 0.9 * (times[-1] - times[0]) / step and exact > 50
+@pytest.fixture(scope="module")
+def live_scenario() -> list[Stream]:
+    return make_recording(LIVE_SCENARIO)
 
 
-@pytest.mark.parametrize("case", ["steady", "backlog", "backwards", "forward"])
-def test_planned_clock_offsets_and_resets_equal_the_per_sample_map(case: str) -> None:
-    """_ClockMap.plan gives the offsets map gives sample by sample, and declines (None)
-    exactly when map sees a clock reset: a stamp going back, or outrunning the receive
-    clock; a delivery backlog is neither."""
-    from sim_real_bridge.core.engine import _ClockMap
-
-    rng = np.random.default_rng(len(case))
-    n, reset_ns, leak = 4000, 500_000_000, 1e-3
-    ids = rng.integers(0, 2, n)
-    stamp = 1_700_000_000_000_000_000 + np.cumsum(rng.integers(500_000, 1_500_000, n)).astype(np.int64)
-    recv = stamp + 2_000_000 + rng.integers(0, 3_000_000, n)
-    if case == "backlog":
-        recv[1000:1400] = recv[1400] + 2_000_000_000  # held back 2 s, delivered at once
-    elif case == "backwards":
-        stamp[(np.arange(n) >= 2500) & (ids == 1)] -= 3_000_000_000
-    elif case == "forward":
-        stamp[(np.arange(n) >= 3000) & (ids == 0)] += 3_000_000_000
-    recv = np.maximum.accumulate(recv)
-    names = ["a", "b"]
-    live = _ClockMap(leak, reset_ns)
-    offsets, resets = [], 0
-    for s, r, k in zip(stamp.tolist(), recv.tolist(), ids.tolist(), strict=True):
-        mapped, reset = live.map(s, r, names[k])
-        offsets.append(mapped - s)
-        resets += reset
-    plan = _ClockMap(leak, reset_ns).plan(stamp, recv, ids, names)
-    assert (plan is None) == (resets > 0) == (case in ("backwards", "forward"))
-    if plan is not None:
-        assert plan.offsets.tolist() == offsets
+@pytest.fixture(scope="module")
+def replayed(live_scenario: list[Stream]) -> Run:
+    return replay(live_scenario)
 
 
-@pytest.mark.parametrize("reads", ["every_tick", "irregular"])
-def test_planned_clock_spreads_equal_the_per_sample_map(reads: str) -> None:
-    """A planned clock fed tick by tick gives the delay spread the per-sample map gives,
-    read at every tick (the schedule plan_spreads computes at once) or irregularly (reads
-    off that schedule plan again or compute their own)."""
-    from sim_real_bridge.core.engine import _ClockMap
+@pytest.fixture(scope="module")
+def live_on_messages(live_scenario: list[Stream]) -> Run:
+    return live(live_scenario, on_message=True)
 
-    rng = np.random.default_rng(7)
-    n = 20_000  # ~170 refreshes: several batches of plan_spreads
-    ids = rng.integers(0, 3, n)
-    stamp = 1_700_000_000_000_000_000 + np.cumsum(rng.integers(500_000, 1_500_000, n)).astype(np.int64)
-    recv = np.maximum.accumulate(stamp + 2_000_000 + rng.integers(0, 3_000_000, n))
-    names = ["a", "b", "c"]
-    planned = _ClockMap(1e-3, 500_000_000)
-    plan = planned.plan(stamp, recv, ids, names)
-    assert plan is not None
-    cuts = np.arange(0, n + 1, 23)
-    plan.plan_ticks(cuts)
-    live = _ClockMap(1e-3, 500_000_000)
-    fed = 0
-    read = rng.random(cuts.size) < (1.0 if reads == "every_tick" else 0.3)
-    for k, hi in enumerate(cuts.tolist()):
-        planned.feed_tick(plan, k)
-        for i in range(fed, hi):
-            live.map(int(stamp[i]), int(recv[i]), names[ids[i]])
-        fed = hi
-        if read[k] or k == cuts.size - 1:
-            assert planned.spread_s == live.spread_s, k
-    assert plan.spreads and plan.spreads_end > 0
-    if reads == "every_tick":
-        assert plan.replans == 0  # batches planned one after the other, none again
-    else:
-        assert plan.replans > 0
+
+def test_the_live_equals_replay_scenario_has_an_event_of_each_kind(replayed: Run) -> None:
+    assert [c for c, _ in _events(replayed)] == ["human", "dynamics", "sensor"]
+    assert replayed.summary["residuals"]["ee_position_rms_m"] > 0
+
+
+def test_live_on_the_timer_equals_replay(live_scenario: list[Stream], replayed: Run) -> None:
+    assert_live_equals_replay(live(live_scenario), replayed)
+
+
+def test_live_ticking_on_messages_too_equals_replay(live_scenario: list[Stream], replayed: Run,
+                                                    live_on_messages: Run) -> None:
+    # (End-effector poses: see the next test.)
+    assert_live_equals_replay(live_on_messages, replayed, ("events", "joints", "wrench"))
+    at_live_ticks = replay(live_scenario, ticks_ns=np.array(live_on_messages.ticks_ns))
+    assert_live_equals_replay(live_on_messages, at_live_ticks, ("events", "joints", "wrench"))
+
+
+@pytest.mark.xfail(strict=True, reason="poses are sampled without regard to what had arrived by the decision: "
+                   "a grid time decided by the message that completed it holds the newest 25 Hz pose live, "
+                   "replay interpolates one received later (ee_position_rms_m differs by more than 1%)")
+def test_live_ticking_on_messages_reads_end_effector_poses_as_replay_does(replayed: Run,
+                                                                          live_on_messages: Run) -> None:
+    assert_live_equals_replay(live_on_messages, replayed, ("ee",))
+
+
+def _received_late(streams: list[Stream], side: str, kind: str, delay_ns: int) -> list[Stream]:
+    return [replace(s, recv_ns=s.recv_ns + delay_ns) if (s.side, s.kind) == (side, kind) else s for s in streams]
+
+
+def test_a_start_up_backlog_of_one_sides_joints_live_equals_replay() -> None:
+    # The real joints of the first 0.5 s are received at once at 0.513 s: live pairs the
+    # joints then, and only then analyses the grid times before.
+    streams = make_recording(Scenario(duration_s=3.0))
+    real = next(s for s in streams if (s.side, s.kind) == ("real", "joint_states"))
+    held = real.recv_ns < T0_RECV_NS + 513 * MS
+    real.recv_ns = real.recv_ns.copy()
+    real.recv_ns[held] = T0_RECV_NS + 513 * MS + 20_000 * np.arange(held.sum())
+    real.recv_ns = np.maximum.accumulate(real.recv_ns)
+    replay_run = replay(streams)
+    assert replay_run.summary["events"] == []
+    assert np.nanmax(np.abs(replay_run.position_residual_rad)) < 2e-3
+    assert_live_equals_replay(live(streams), replay_run)
+
+
+def test_a_late_stream_that_is_lost_is_judged_live_as_in_replay() -> None:
+    # The real wrench is received 250 ms after its samples and lost from 2.5 to 3.5 s: grid
+    # times it had not reached when it fell silent are due a horizon into the silence, live too.
+    streams = _without(_received_late(make_recording(Scenario(duration_s=4.5)), "real", "wrench", 250 * MS),
+                       "real", 2.5, 3.5)
+    replay_run, live_run = replay(streams), live(streams)
+    assert [c for c, _ in _events(replay_run)] == ["sensor"]
+    # (The wrench statistics differ: see test_a_topic_delivered_in_bursts_live_equals_replay.)
+    assert_live_equals_replay(live_run, replay_run, ("events", "joints"))
+
+
+def _bursty(streams: list[Stream], period_s: float = 1.0) -> list[Stream]:
+    """Real joint_states and sim wrench held up to period_s, then drained (~20 us a message)."""
+    out = []
+    period = int(period_s * S)
+    for s in streams:
+        if (s.side, s.kind) in (("real", "joint_states"), ("sim", "wrench")):
+            phase = 7 * MS if s.side == "real" else period // 3  # the two topics burst out of step
+            release = -(-(s.recv_ns - phase) // period) * period + phase
+            s = replace(s, recv_ns=np.maximum.accumulate(release + 20_000 * np.arange(len(release)) % period))
+        out.append(s)
+    return out
+
+
+@pytest.fixture(scope="module")
+def bursty() -> list[Stream]:
+    return _bursty(make_recording(Scenario(duration_s=5.0)))
+
+
+def test_a_topic_delivered_in_bursts_is_no_reset_and_no_event(bursty: list[Stream]) -> None:
+    run = replay(bursty)
+    assert run.summary["timing"]["clock_resets"] == 0
+    assert run.summary["events"] == []
+    # Once a burst showed the stream is late (not lost), every grid time waits for it and
+    # aligns it as well as when nothing is late.
+    late = run.joints_t_ns >= T0_RECV_NS + int(2.5 * S)
+    assert np.all(np.diff(run.joints_t_ns[late]) == TICK_NS)
+    assert np.nanmax(np.abs(run.position_residual_rad[late])) < 2e-3
+
+
+@pytest.mark.xfail(strict=True, reason=READ_AFTER_DECISION)
+def test_a_topic_delivered_in_bursts_live_equals_replay(bursty: list[Stream]) -> None:
+    assert_live_equals_replay(live(bursty), replay(bursty))
+
+
+def test_non_finite_inputs_are_a_sensor_event_without_numpy_warnings() -> None:
+    streams = make_recording(Scenario(duration_s=6.0))
+    for s in streams:
+        inside = (s.recv_ns >= T0_RECV_NS + 3 * S) & (s.recv_ns < T0_RECV_NS + int(3.5 * S))
+        if s.kind == "joint_states":  # both sides at once: residuals meet inf - inf
+            s.values["q"] = np.where(inside[:, None], np.inf, s.values["q"])
+        elif s.kind == "wrench":
+            s.values["force"] = np.where(inside[:, None], [np.inf, 0.0, -np.inf], s.values["force"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # inf - inf is NaN by design, not a warning
+        run = replay(streams)
+    assert _events(run) == [("sensor", "nonfinite")]
