@@ -124,10 +124,10 @@ def joint_order(names: tuple[str, ...], layout: tuple[str, ...] | None, limits: 
     if len(set(names)) != len(names):
         return None, validation.DUPLICATE_NAMES
     reference = tuple(limits.expected_joints) or layout
+    if reference and not set(names) <= set(reference):
+        return None, validation.UNKNOWN_JOINT
     if reference and not set(reference) <= set(names):
         return None, validation.MISSING_JOINT
-    if limits.expected_joints and not set(names) <= set(limits.expected_joints):
-        return None, validation.UNKNOWN_JOINT
     target = layout or names
     index = {name: i for i, name in enumerate(names)}
     return np.array([index[name] for name in target], dtype=np.intp), None
