@@ -108,6 +108,9 @@ def test_joint_name_problems_are_named() -> None:
     assert joint_order(tuple("abcde"), None, limits) == (None, validation.OVERSIZED)
     assert joint_order(("a", "a", "b"), None, limits) == (None, validation.DUPLICATE_NAMES)
     assert joint_order(("a", "b"), layout, limits) == (None, validation.MISSING_JOINT)
+    # A joint outside the side's layout is unknown (its values would otherwise vanish unseen).
+    assert joint_order(("a", "b", "c", "x"), layout, limits) == (None, validation.UNKNOWN_JOINT)
+    assert joint_order(("x", "y", "z"), layout, limits) == (None, validation.UNKNOWN_JOINT)
     expected = validation.InputLimits(expected_joints=("a", "b"))
     assert joint_order(("a",), None, expected) == (None, validation.MISSING_JOINT)
     assert joint_order(("a", "b", "x"), None, expected) == (None, validation.UNKNOWN_JOINT)
