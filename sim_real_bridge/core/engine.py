@@ -330,7 +330,9 @@ class DivergenceEngine:
         buffer.extend(time, recv, values)
         # Health marks are taken in with the analysis (in batches), in arrival order.
         self._health_pending.append((health, stamp, recv, time, health_values, crossed_reset))
-        if self.joints is None and len(self._layout) == 2:
+        # Pair once both sides hold joint rows (a side's layout is fixed by its first batch
+        # of names even when every row of it was refused).
+        if self.joints is None and all(self.sides[s].joints is not None for s in SIDES):
             self.joints, warnings = pair_joints(self._layout["sim"], self._layout["real"], self._explicit_joints)
             self.warnings += warnings
             if not len(self.joints.names):
@@ -377,8 +379,9 @@ class DivergenceEngine:
         self._due_t.append(t_ns)
         self._due_decision.append(decision)
         joints = read_joints(t_ns, decision, self.sides, self.joints, self._read)  # type: ignore[arg-type]
-        out.joints = self._joint_columns(t_ns, decision, joints["sim"], joints["real"],
-                                         np.full(due, self._state.latency[0]), np.full(due, self._state.latency[1]))
+        with np.errstate(invalid="ignore"):  # inf - inf: a non-finite sample is NaN by design
+            out.joints = self._joint_columns(t_ns, decision, joints["sim"], joints["real"],
+                                             np.full(due, self._state.latency[0]), np.full(due, self._state.latency[1]))
         if self.joint_sink is not None and len(out.joints):
             self.joint_sink(out.joints)
 
@@ -434,7 +437,9 @@ class DivergenceEngine:
         if candidates is None or not len(candidates):
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.intp)
         ready = ready_times(candidates, self._waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
-        decision, skipped = decision_times(candidates, ready, ticks, backlog_ns)
+        # Live, nothing is analysed before both sides' joints were received (they must pair first).
+        paired_ns = max(self.sides[side].joints.first_recv_ns for side in SIDES)  # type: ignore[union-attr]
+        decision, skipped = decision_times(candidates, np.maximum(ready, paired_ns), ticks, backlog_ns)
         decided = decision != NEVER_NS
         self.skipped_count += int(skipped.sum())
         rows = np.flatnonzero(decided & ~skipped)
@@ -492,15 +497,15 @@ class DivergenceEngine:
             windows = fits.fit_windows(t_ns[fit_rows], self.sides["sim"].joints, self.sides["real"].joints,  # type: ignore[arg-type]
                                        self.joints, self._fit)
             rows = scan.run(grid, windows, fit_rows, self.joints.names, self._state, self._scan)
-        out = EngineOutput(analysed=len(t_ns))
-        out.joints = self._joint_columns(
-            t_ns, decision_ns, {"q": grid.sim_q_rad, "qd": grid.sim_qd_rad_s, "effort": grid.sim_effort},
-            {"q": grid.real_q_rad, "qd": grid.real_qd_rad_s, "effort": grid.real_effort},
-            rows.latency_s, rows.latency_std_s)
-        self._events_and_ledger(grid, rows, out)
-        self.statistics.add(grid, rows.sim_contact, ~rows.sim_contact_recent & ~rows.real_contact)
-        out.poses = self._pose_columns(grid)
-        out.contacts = self._contact_columns(grid, rows)
+            out = EngineOutput(analysed=len(t_ns))
+            out.joints = self._joint_columns(
+                t_ns, decision_ns, {"q": grid.sim_q_rad, "qd": grid.sim_qd_rad_s, "effort": grid.sim_effort},
+                {"q": grid.real_q_rad, "qd": grid.real_qd_rad_s, "effort": grid.real_effort},
+                rows.latency_s, rows.latency_std_s)
+            self._events_and_ledger(grid, rows, out)
+            self.statistics.add(grid, rows.sim_contact, ~rows.sim_contact_recent & ~rows.real_contact)
+            out.poses = self._pose_columns(grid)
+            out.contacts = self._contact_columns(grid, rows)
         return out
 
 
@@ -739,41 +744,3 @@ def _concat(parts: list[Any]) -> Any:
         return None
     return parts[0] if len(parts) == 1 else type(parts[0]).concat(parts)
 
-
-def _merged(staged: list[_Staged]) -> list[_Staged]:
-    """Consecutive chunks of one stream joined where they name the same joints (a live
-    node hands over one message at a time; the checks run on whole columns)."""
-    out: list[_Staged] = []
-    run: list[_Staged] = []
-    for chunk in staged + [None]:  # type: ignore[list-item]
-        if run and (chunk is None or chunk.names != run[0].names):
-            frames = [c.frame_ids for c in run]
-            same_frame = all(isinstance(f, str) and f == frames[0] for f in frames)
-            out.append(run[0] if len(run) == 1 else _Staged(
-                run[0].seq, np.concatenate([c.stamp_ns for c in run]), np.concatenate([c.recv_ns for c in run]),
-                np.concatenate([c.values for c in run]), run[0].names,
-                frames[0] if same_frame else [f for c in run for f in
-                                              ([c.frame_ids] * len(c.stamp_ns) if isinstance(c.frame_ids, str)
-                                               else list(c.frame_ids))]))
-            run = []
-        if chunk is not None:
-            run.append(chunk)
-    return out
-
-
-def _concat(parts: list[Any]) -> Any:
-    parts = [p for p in parts if p is not None and len(p)]
-    if not parts:
-        return None
-    return parts[0] if len(parts) == 1 else type(parts[0]).concat(parts)
-
-
-def _sent(values: np.ndarray) -> np.ndarray:
-    """Joint rows (q, qd, effort) with a velocity or effort block the robot did not send
-    (all NaN: JointState allows empty arrays) as zeros: only values sent can be non-finite."""
-    n = values.shape[1] // 3
-    out = values.copy()
-    for block in (slice(n, 2 * n), slice(2 * n, 3 * n)):
-        absent = np.isnan(out[:, block]).all(axis=1)
-        out[absent, block] = 0.0
-    return out

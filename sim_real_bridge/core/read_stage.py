@@ -152,7 +152,7 @@ def sample(buffer: StreamBuffer | None, t_ns: np.ndarray, max_gap_ns: int, width
         reached = idx < n
     bracketed = after & reached & (idx < n) & (times[hi] - t_lo <= max_gap_ns)
     # Past the newest sample, or not reached by the decision: hold the value before t, briefly.
-    held = after & ~bracketed & (t_ns - t_lo <= max_gap_ns)
+    held = after & ((idx >= n) | ~reached) & ~bracketed & (t_ns - t_lo <= max_gap_ns)
     span = np.maximum(times[hi] - t_lo, 1)
     weight = np.where(bracketed, (t_ns - t_lo) / span, np.where(held, 0.0, np.nan))[:, None]
     low = values[lo]

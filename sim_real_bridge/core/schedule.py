@@ -26,7 +26,8 @@ NEVER_NS = np.iinfo(np.int64).max
 
 def stall_times(t_ns: np.ndarray, buffer: StreamBuffer, health: StreamHealth, horizon_ns: int) -> np.ndarray:
     """(K,) the earliest receive time at or after t + horizon at which the stream had
-    been silent for longer than its patience (NEVER_NS when the data so far has none)."""
+    been silent for longer than its patience (the silence after the newest arrival
+    counts: it lasts until a later arrival shows otherwise)."""
     start = t_ns + horizon_ns
     received = buffer.arrivals_ns
     if not received.size or not len(t_ns):
@@ -51,6 +52,10 @@ def stall_times(t_ns: np.ndarray, buffer: StreamBuffer, health: StreamHealth, ho
         later = gaps[g[k]:][steps[gaps[g[k]:]] > patience[k]]
         if later.size:
             out[k] = arrivals[later[0]] + patience[k] + 1
+    # No such silence yet between arrivals: the one after the newest arrival (live, it is
+    # still open; replay reads the same time once the recording shows the gap).
+    tail = out == NEVER_NS
+    out[tail] = arrivals[-1] + patience[tail] + 1
     return out
 
 

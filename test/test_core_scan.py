@@ -1,0 +1,209 @@
+"""The scan: smoothing with carried state, tool weight and contact hysteresis, stall
+timers, the latency estimate and attribution, the same whatever the batch size."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sim_real_bridge.core.attribution import AttributionConfig
+from sim_real_bridge.core.fits import DelayFit
+from sim_real_bridge.core.health import StreamFlags
+from sim_real_bridge.core.read_stage import Grid
+from sim_real_bridge.core.scan import LATENCY_DELAYS_KEPT, ScanConfig, ScanState, Smoothed, ema, run, smooth
+
+MS = 1_000_000
+DT_NS = 20 * MS
+NAMES = ("j1", "j2")
+CONFIG = ScanConfig(dt_s=0.02, smooth_alpha=0.2, weight_alpha=0.01, contact_force_n=2.0, contact_release_n=1.0,
+                    contact_recent_ns=300 * MS, object_lag_ns=300 * MS, stall_speed_rad_s=0.02,
+                    stall_sim_speed_rad_s=0.1, attribution=AttributionConfig())
+
+
+def _grid(k: int, **columns: Any) -> Grid:
+    """K rows of both sides alike (joints still at 0.1 rad, zero wrench, no poses), overridden by columns."""
+    t = 1_000_000_000 + DT_NS * np.arange(k, dtype=np.int64)
+    q = np.full((k, 2), 0.1)
+    nan7 = np.full((k, 7), np.nan)
+    fields: dict[str, Any] = dict(
+        t_ns=t, decision_ns=t + 5 * MS, sim_q_rad=q, real_q_rad=q.copy(), sim_qd_rad_s=np.zeros((k, 2)),
+        real_qd_rad_s=np.zeros((k, 2)), sim_effort=np.zeros((k, 2)), real_effort=np.zeros((k, 2)),
+        joints_valid=np.ones(k, dtype=bool), sim_wrench=np.zeros((k, 6)), real_wrench=np.zeros((k, 6)),
+        wrench_valid=np.ones(k, dtype=bool), sim_world_force_n=np.zeros((k, 3)), real_world_force_n=np.zeros((k, 3)),
+        frame_world=np.ones(k, dtype=bool), sim_ee=nan7, real_ee=nan7.copy(), sim_object=nan7.copy(),
+        real_object=nan7.copy(), sim_tip_velocity_m_s=np.zeros((k, 3)), real_tip_velocity_m_s=np.zeros((k, 3)),
+        sim_object_speed_m_s=np.full(k, np.nan))
+    fields.update(columns)
+    return Grid(**fields)
+
+
+def _take(grid: Grid, rows: slice) -> Grid:
+    """Rows of a grid (as the engine's batches are)."""
+    out = {}
+    for f in fields(Grid):
+        value = getattr(grid, f.name)
+        out[f.name] = value[rows] if isinstance(value, np.ndarray) else value
+    out["flags"] = {key: StreamFlags(f.stream, {d: a[rows] for d, a in f.active.items()},
+                                     {d: a[rows] for d, a in f.severity.items()},
+                                     {d: a[rows] for d, a in f.detail.items()}) for key, f in grid.flags.items()}
+    return Grid(**out)
+
+
+# ------------------------------------------------------------------ smoothing
+def test_ema_is_the_exponential_recursion_starting_at_the_first_value() -> None:
+    rng = np.random.default_rng(1)
+    values = rng.normal(size=(50, 2))
+    valid = np.ones(50, dtype=bool)
+    valid[10:15] = False
+    got, carry = ema(values, valid, 0.2, None)
+    want, y = np.zeros((50, 2)), values[0].copy()
+    for k in range(50):
+        if valid[k]:
+            y = y + 0.2 * (values[k] - y)
+        want[k] = y
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    np.testing.assert_allclose(carry, want[-1], atol=1e-12)
+
+
+def test_ema_rows_before_any_value_are_zero_and_an_empty_batch_holds() -> None:
+    valid = np.array([False, False, True, True])
+    got, _ = ema(np.ones((4, 1)), valid, 0.5, None)
+    assert got[:, 0].tolist() == [0.0, 0.0, 1.0, 1.0]
+    held, carry = ema(np.ones((3, 1)), np.zeros(3, dtype=bool), 0.5, np.array([0.25]))
+    assert held[:, 0].tolist() == [0.25] * 3 and carry.tolist() == [0.25]
+
+
+def test_ema_in_batches_with_the_carry_equals_one_pass() -> None:
+    rng = np.random.default_rng(2)
+    values = rng.normal(size=(200, 3))
+    valid = rng.random(200) > 0.1
+    whole, _ = ema(values, valid, 0.1, None)
+    parts, carry = [], None
+    for lo in range(0, 200, 13):
+        part, carry = ema(values[lo:lo + 13], valid[lo:lo + 13], 0.1, carry)
+        parts.append(part)
+    np.testing.assert_allclose(np.concatenate(parts), whole, rtol=1e-12, atol=1e-15)
+
+
+def test_smoothed_residuals_converge_to_the_worst_joint_and_force_norm() -> None:
+    k = 100
+    real_q = np.full((k, 2), 0.1) + [0.0, 0.03]
+    real_effort = np.tile([-5.0, 1.0], (k, 1))
+    force = np.tile([3.0, 4.0, 0.0], (k, 1))
+    grid = _grid(k, real_q_rad=real_q, real_effort=real_effort, real_world_force_n=force,
+                 real_wrench=np.hstack((force, np.zeros((k, 3)))))
+    out = smooth(grid, Smoothed(), 0.2)
+    assert out["joint_residual_rad"][-1] == pytest.approx(0.03)
+    assert out["effort_residual"][-1] == pytest.approx(5.0)
+    assert out["force_residual_n"][-1] == pytest.approx(5.0)
+    np.testing.assert_allclose(out["external_force_n"][-1], [3.0, 4.0, 0.0])
+    assert out["torque_residual_nm"][-1] == 0.0
+
+
+# ------------------------------------------------------------------ latency
+def test_the_latency_is_the_median_and_spread_of_the_newest_fitted_delays() -> None:
+    state = ScanState()
+    for delay in (0.05, 0.07, 0.06, 0.20):
+        state.add_delay(delay)
+    assert state.latency[0] == pytest.approx(0.065)
+    assert state.latency[1] == pytest.approx(np.std([0.05, 0.07, 0.06, 0.20]))
+    for _ in range(LATENCY_DELAYS_KEPT):
+        state.add_delay(0.03)
+    assert state.latency == (pytest.approx(0.03), pytest.approx(0.0))  # the old delays left the window
+
+
+# ------------------------------------------------------------------ run
+def _contact_grid() -> Grid:
+    """Tool weight 5 N down in free space; the sim meets a surface from row 50 (+3 N, then
+    +1.5 N from row 80: inside the hysteresis band) and leaves at row 110."""
+    k = 150
+    sim_force = np.tile([0.0, 0.0, -5.0], (k, 1))
+    sim_force[50:80, 0] = 3.0
+    sim_force[80:110, 0] = 1.5
+    real_force = np.tile([0.0, 0.0, -5.0], (k, 1))
+    real_force[60:110, 0] = 3.0
+    return _grid(k, sim_world_force_n=sim_force, real_world_force_n=real_force,
+                 sim_wrench=np.hstack((sim_force, np.zeros((k, 3)))), real_wrench=np.hstack((real_force, np.zeros((k, 3)))))
+
+
+def test_contact_is_the_force_beyond_the_tool_weight_with_hysteresis() -> None:
+    state = ScanState()
+    rows = run(_contact_grid(), [], [], NAMES, state, CONFIG)
+    assert np.flatnonzero(rows.sim_contact).tolist() == list(range(50, 110))
+    assert np.flatnonzero(rows.real_contact).tolist() == list(range(60, 110))
+    # Recent for contact_recent_s (0.3 s: 15 rows) after the sim's contact ends.
+    assert np.flatnonzero(rows.sim_contact_recent).tolist() == list(range(50, 125))
+    assert state.tool_weight_n[True] == pytest.approx((0.0, 0.0, -5.0))  # not dragged by the contact force
+
+
+def _stall_grid() -> Grid:
+    k = 100
+    sim_qd = np.tile([0.5, 0.3], (k, 1))
+    real_qd = sim_qd.copy()
+    real_qd[40:, 1] = 0.0  # j2 stops from row 40 while its sim twin goes on
+    return _grid(k, sim_qd_rad_s=sim_qd, real_qd_rad_s=real_qd)
+
+
+def test_a_joint_stopped_while_its_twin_moves_is_a_stall_after_stall_min_s() -> None:
+    rows = run(_stall_grid(), [], [], NAMES, ScanState(), CONFIG)
+    tops = [v.top for v in rows.verdicts]
+    first = tops.index("unauthored")
+    # stall_s grows 20 ms a row from row 40; active once it reaches stall_min_s (0.2 s).
+    assert first in (40 + 9, 40 + 10)  # 10 rows of 20 ms, summed in floating point
+    assert set(tops[first:]) == {"unauthored"} and set(tops[:first]) == {"none"}
+    _, kind, evidence = rows.verdicts[-1].active["unauthored"]
+    assert kind == "joint_stall" and evidence["stalled"] == "j2"
+
+
+def test_fits_set_the_latency_from_their_row_on() -> None:
+    grid = _grid(30)
+    fits = [DelayFit(0.05, 1.0, 0.9, 0.01, 0.001, True), DelayFit(0.07, 1.0, 0.9, 0.01, 0.001, True),
+            DelayFit(0.0, 1.0, 0.0, 0.0, 0.0, False)]  # not identifiable: not counted
+    rows = run(grid, fits, [5, 15, 25], NAMES, ScanState(), CONFIG)
+    assert rows.latency_s[:5].tolist() == [0.0] * 5
+    assert rows.latency_s[5:15] == pytest.approx(0.05)
+    assert rows.latency_s[15:] == pytest.approx(0.06)
+
+
+def test_an_untrusted_real_stream_is_sensor_and_suppresses_the_rest() -> None:
+    grid = _stall_grid()
+    active = np.zeros(len(grid), dtype=bool)
+    active[60:70] = True
+    grid.flags["real/joint_states"] = StreamFlags(
+        "real/joint_states", {"nonfinite": active}, {"nonfinite": np.where(active, 0.8, 0.0)})
+    tops = [v.top for v in run(grid, [], [], NAMES, ScanState(), CONFIG).verdicts]
+    assert set(tops[60:70]) == {"sensor"}
+    # The stall (unauthored from row 49) is suppressed while the stream is untrusted and for
+    # sensor_recovery_s (1 s: 50 rows) after.
+    assert set(tops[70:]) == {"none"} and tops[59] == "unauthored"
+    verdict = run(_take(grid, slice(0, 66)), [], [], NAMES, ScanState(), CONFIG).verdicts[65]
+    assert verdict.active["sensor"][1] == "nonfinite" and verdict.active["sensor"][2]["stream"] == "real/joint_states"
+
+
+@pytest.mark.parametrize("batch", [1, 7, 64])
+def test_the_scan_in_batches_gives_the_scan_in_one_pass(batch: int) -> None:
+    grid = _contact_grid()
+    grid.sim_qd_rad_s = np.tile([0.5, 0.3], (len(grid), 1))
+    grid.real_qd_rad_s = grid.sim_qd_rad_s.copy()
+    grid.real_qd_rad_s[120:, 0] = 0.0
+    grid.real_q_rad = grid.real_q_rad + np.where(np.arange(len(grid)) >= 20, 0.02, 0.0)[:, None]
+    fit_rows = [5, 25, 45, 65, 85]
+    fits = [DelayFit(0.04 + 0.01 * i, 1.0, 0.9, 0.02, 0.002, True) for i in range(5)]
+    whole = run(grid, fits, fit_rows, NAMES, ScanState(), CONFIG)
+    state = ScanState()
+    tops, sim_contact, latency = [], [], []
+    for lo in range(0, len(grid), batch):
+        hi = min(lo + batch, len(grid))
+        rows = [r - lo for r in fit_rows if lo <= r < hi]
+        part = run(_take(grid, slice(lo, hi)), [fits[fit_rows.index(r + lo)] for r in rows], rows, NAMES, state,
+                   CONFIG)
+        tops += [v.top for v in part.verdicts]
+        sim_contact += part.sim_contact.tolist()
+        latency += part.latency_s.tolist()
+    assert tops == [v.top for v in whole.verdicts]
+    assert sim_contact == whole.sim_contact.tolist()
+    np.testing.assert_allclose(latency, whole.latency_s, rtol=1e-12)
+    assert {"contact", "unauthored", "dynamics"} & set(tops)  # something happened to compare
