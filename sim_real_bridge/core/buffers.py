@@ -32,6 +32,8 @@ class StreamBuffer:
         self._values = np.zeros((_MIN_CAPACITY, width))
         # min(recv of rows i..end): when the stream first held a sample at or after row i's time
         self._reach = np.zeros(_MIN_CAPACITY, dtype=np.int64)
+        # max(recv of rows 0..i): when every row up to row i had been received
+        self._settled = np.zeros(_MIN_CAPACITY, dtype=np.int64)
         self._arrivals = np.zeros(_MIN_CAPACITY, dtype=np.int64)
         self._start = 0
         self._n = 0
@@ -61,6 +63,15 @@ class StreamBuffer:
     def reach_ns(self) -> np.ndarray:
         """(n,) for row i: the receive time of the first sample at or after row i's time."""
         return self._reach[self._start:self._n]
+
+    @property
+    def settled_ns(self) -> np.ndarray:
+        """(n,) for row i: when every row up to row i had been received (non-decreasing)."""
+        return self._settled[self._start:self._n]
+
+    def received_count(self, now_ns: np.ndarray) -> np.ndarray:
+        """(K,) how many leading rows (in time order) had all been received by each now."""
+        return np.searchsorted(self.settled_ns, now_ns, side="right")
 
     @property
     def arrivals_ns(self) -> np.ndarray:
@@ -110,6 +121,8 @@ class StreamBuffer:
         # New rows were received after every older one, so only the suffix minima of the
         # changed region move, and none before it.
         self._reach[lo:hi] = np.minimum.accumulate(self._recv[lo:hi][::-1])[::-1]
+        settled = np.maximum.accumulate(self._recv[lo:hi])
+        self._settled[lo:hi] = np.maximum(settled, self._settled[lo - 1]) if lo > self._start else settled
 
     def trim(self, before_ns: int) -> None:
         """Forget samples older than before_ns (always keeping the newest two)."""
@@ -145,10 +158,12 @@ class StreamBuffer:
         time = np.zeros(capacity, dtype=np.int64)
         recv = np.zeros(capacity, dtype=np.int64)
         reach = np.zeros(capacity, dtype=np.int64)
+        settled = np.zeros(capacity, dtype=np.int64)
         values = np.zeros((capacity, self.width))
         time[:live] = self.time_ns
         recv[:live] = self.recv_ns
         reach[:live] = self.reach_ns
+        settled[:live] = self.settled_ns
         values[:live] = self.values
-        self._time, self._recv, self._reach, self._values = time, recv, reach, values
+        self._time, self._recv, self._reach, self._settled, self._values = time, recv, reach, settled, values
         self._start, self._n = 0, live

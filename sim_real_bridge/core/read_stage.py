@@ -132,24 +132,26 @@ class Grid:
 
 
 def sample(buffer: StreamBuffer | None, t_ns: np.ndarray, max_gap_ns: int, width: int,
-           reached: np.ndarray | None = None) -> np.ndarray:
+           decision_ns: np.ndarray | None = None) -> np.ndarray:
     """(K, width) the stream linearly interpolated at t_ns; NaN where unknown.
 
-    A time past the newest sample, or one the stream had not reached (``reached`` False),
-    holds the value before it for up to max_gap_ns. Never interpolates across samples
-    further apart than that.
+    With ``decision_ns``, each t is read as it stood then: a stream that had not reached
+    t holds the newest value received by then before t, for up to max_gap_ns; so does
+    any t past the newest sample. Never interpolates across samples further apart than that.
     """
     if buffer is None or not len(buffer):
         return np.full((len(t_ns), width), np.nan)
     times, values = buffer.time_ns, buffer.values[:, :width]
     n = len(times)
     idx = np.searchsorted(times, t_ns, side="right")  # first sample after t
+    reached = idx < n if decision_ns is None else buffer.reached(t_ns) <= decision_ns
+    if decision_ns is not None:
+        # Not reached: only rows received by the decision count (a backlog drained later does not).
+        idx = np.where(reached, idx, np.minimum(idx, buffer.received_count(decision_ns)))
     lo = np.maximum(idx - 1, 0)
     hi = np.minimum(idx, n - 1)
     t_lo = times[lo]
     after = idx > 0
-    if reached is None:
-        reached = idx < n
     bracketed = after & reached & (idx < n) & (times[hi] - t_lo <= max_gap_ns)
     # Past the newest sample, or not reached by the decision: hold the value before t, briefly.
     held = after & ((idx >= n) | ~reached) & ~bracketed & (t_ns - t_lo <= max_gap_ns)
@@ -159,20 +161,25 @@ def sample(buffer: StreamBuffer | None, t_ns: np.ndarray, max_gap_ns: int, width
     return low + weight * (values[hi] - low)
 
 
-def window_mean(buffer: StreamBuffer | None, start_ns: np.ndarray, end_ns: np.ndarray, width: int) -> np.ndarray:
-    """(K, width) mean of the samples with start < time <= end (NaN rows when there are
-    none or one of them is not finite)."""
+def window_mean(buffer: StreamBuffer | None, start_ns: np.ndarray, end_ns: np.ndarray, width: int,
+                decision_ns: np.ndarray | None = None) -> np.ndarray:
+    """(K, width) mean of the samples with start < time <= end (received by the decision,
+    when given); NaN rows when there are none or one of them is not finite. Windows in
+    increasing order."""
     out = np.full((len(end_ns), width), np.nan)
     if buffer is None or not len(buffer) or not len(end_ns):
         return out
     lo = np.searchsorted(buffer.time_ns, start_ns, side="right")
     hi = np.searchsorted(buffer.time_ns, end_ns, side="right")
-    first = int(lo[0])  # the windows' rows lie in [lo[0], hi[-1]): sums over those only
-    values = buffer.values[first:int(hi[-1])]
+    if decision_ns is not None:
+        hi = np.minimum(hi, buffer.received_count(decision_ns))
+        lo = np.minimum(lo, hi)
+    first = int(lo.min())  # the windows' rows lie in [lo[0], max(hi)): sums over those only
+    values = buffer.values[first:max(first, int(hi.max()))]
     bad = ~np.isfinite(values)
     sums = np.concatenate((np.zeros((1, width)), np.cumsum(np.where(bad, 0.0, values), axis=0)))
     bad_counts = np.concatenate(([0], np.cumsum(bad.any(axis=1))))
-    lo, hi = lo - first, hi - first
+    lo, hi = lo - first, np.maximum(hi - first, lo - first)
     ok = (hi > lo) & (bad_counts[hi] == bad_counts[lo])
     out[ok] = (sums[hi[ok]] - sums[lo[ok]]) / (hi[ok] - lo[ok])[:, None]
     return out
@@ -234,8 +241,7 @@ def read_joints(t_ns: np.ndarray, decision_ns: np.ndarray, sides: dict[str, Side
     out = {}
     for side, streams in sides.items():
         count, index = (joints.sim_count, joints.sim_index) if side == "sim" else (joints.real_count, joints.real_index)
-        reached = streams.joints.reached(t_ns) <= decision_ns if streams.joints is not None else None
-        rows = sample(streams.joints, t_ns, cfg.max_gap_ns, 3 * count, reached)
+        rows = sample(streams.joints, t_ns, cfg.max_gap_ns, 3 * count, decision_ns)
         out[side] = {"q": rows[:, index], "qd": rows[:, count + index], "effort": rows[:, 2 * count + index]}
     return out
 
@@ -245,19 +251,18 @@ def read_grid(t_ns: np.ndarray, decision_ns: np.ndarray, sides: dict[str, SideSt
     """Sample both sides at grid times t_ns, each analysed at decision_ns (health not included)."""
     per_side = read_joints(t_ns, decision_ns, sides, joints, cfg)
     for side, streams in sides.items():
-        ee = sample(streams.ee_pose, t_ns, cfg.max_gap_ns, 7)
-        past_ee = sample(streams.ee_pose, t_ns - cfg.tip_window_ns, cfg.max_gap_ns, 3)
+        ee = sample(streams.ee_pose, t_ns, cfg.max_gap_ns, 7, decision_ns)
+        past_ee = sample(streams.ee_pose, t_ns - cfg.tip_window_ns, cfg.max_gap_ns, 3, decision_ns)
         tip = (ee[:, :3] - past_ee) / (cfg.tip_window_ns * 1e-9)
-        wrench = window_mean(streams.wrench, t_ns - cfg.wrench_window_ns, t_ns, 6)
+        wrench = window_mean(streams.wrench, t_ns - cfg.wrench_window_ns, t_ns, 6, decision_ns)
         if streams.wrench is not None:
             # A wrench stream that had not reached t by the decision, and held nothing recent, is unknown.
-            stale = np.isnan(sample(streams.wrench, t_ns, cfg.max_gap_ns, 1,
-                                    streams.wrench.reached(t_ns) <= decision_ns)[:, 0])
-            wrench[stale] = np.nan
-        per_side[side].update(wrench=wrench, ee=ee, object=sample(streams.object_pose, t_ns, cfg.max_gap_ns, 7),
+            wrench[np.isnan(sample(streams.wrench, t_ns, cfg.max_gap_ns, 1, decision_ns)[:, 0])] = np.nan
+        per_side[side].update(wrench=wrench, ee=ee, object=sample(streams.object_pose, t_ns, cfg.max_gap_ns, 7,
+                                                                 decision_ns),
                               tip=np.where(np.isfinite(tip).all(axis=1)[:, None], tip, 0.0))
     sim, real = per_side["sim"], per_side["real"]
-    past_object = sample(sides["sim"].object_pose, t_ns - cfg.object_window_ns, cfg.max_gap_ns, 3)
+    past_object = sample(sides["sim"].object_pose, t_ns - cfg.object_window_ns, cfg.max_gap_ns, 3, decision_ns)
     with np.errstate(invalid="ignore"):
         sim_object_speed = np.linalg.norm(sim["object"][:, :3] - past_object, axis=1) / (cfg.object_window_ns * 1e-9)
     sim_force, real_force, frame_world = _world_forces(sim["wrench"], real["wrench"], sim["ee"], real["ee"])
