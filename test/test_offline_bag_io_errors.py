@@ -278,3 +278,18 @@ def test_bag_directory_whose_metadata_is_broken_or_names_a_missing_file(store, t
     (bag / "bag.mcap").rename(bag / "moved.mcap")
     with pytest.raises(BagError, match=r"bag .*bag: file\(s\) .*bag\.mcap listed in metadata\.yaml do not exist"):
         open_bags(bag)
+
+
+def test_replay_refuses_swapped_topic_types_in_one_line(tmp_path):
+    from sim_real_bridge.offline.replay import RunSpec, replay_run
+    from sim_real_bridge.offline.replay_config import ReplayConfig
+    from sim_real_bridge.offline.synthetic import SyntheticRun, write_synthetic_bag
+
+    bag = write_synthetic_bag(tmp_path / "bag", SyntheticRun(duration_s=1.0))
+    defaults = ReplayConfig()
+    swapped = ReplayConfig(sim_topics={**defaults.sim_topics, "joint_states": "/sim/wrench",
+                                       "wrench": "/sim/joint_states"})
+    result = replay_run(RunSpec("bag", (str(bag),)), swapped, tmp_path / "out")
+    assert not result.ok
+    assert result.error == (f"topic /sim/wrench in bag(s) {bag} is geometry_msgs/msg/WrenchStamped, "
+                            "expected sensor_msgs/msg/JointState")
