@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--config", type=Path, default=None, help="topic mapping and analysis parameters (YAML)")
 
     inspect = sub.add_parser("inspect", help="list a recording's topics, rates and the sim/real pairs replay would use")
-    inspect.add_argument("bags", nargs="+", type=Path, metavar="BAG", help="bag files or directories, read as one recording")
+    inspect.add_argument("bags", nargs="+", type=Path, metavar="BAG",
+                         help="bag files or directories, read as one recording")
     inspect.add_argument("--json", action="store_true", help="print one JSON object")
 
     sub.add_parser("scenarios", help="list the built-in scenarios")

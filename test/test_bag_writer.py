@@ -49,8 +49,8 @@ def _write(path: Path, rows: list[tuple[str, int, bytes]], batched: bool, chunk_
         if batched:
             bag.write_many([r[0] for r in rows[:50]], [r[1] for r in rows[:50]], [r[2] for r in rows[:50]])
             topics = ["/chatter", "/js"]
-            bag.write_many_by_index(topics, [topics.index(r[0]) for r in rows[50:]], np.array([r[1] for r in rows[50:]]),
-                                    [memoryview(r[2]) for r in rows[50:]])
+            bag.write_many_by_index(topics, [topics.index(r[0]) for r in rows[50:]],
+                                    np.array([r[1] for r in rows[50:]]), [memoryview(r[2]) for r in rows[50:]])
         else:
             for topic, stamp, data in rows:
                 bag.write(topic, stamp, data)

@@ -293,3 +293,33 @@ def test_replay_refuses_swapped_topic_types_in_one_line(tmp_path):
     assert not result.ok
     assert result.error == (f"topic /sim/wrench in bag(s) {bag} is geometry_msgs/msg/WrenchStamped, "
                             "expected sensor_msgs/msg/JointState")
+
+
+@pytest.mark.parametrize(("damage", "reason"), [
+    ("compression", r"unsupported chunk compression 'zstx'"),
+    ("chunk_opcode", r"no chunk record at offset \d+"),
+    ("index_channel", r"message index of chunk at offset \d+, channel \d+ is invalid"),
+])
+def test_damaged_chunks_and_message_indexes(store, tmp_path, damage, reason):
+    from mcap.reader import make_reader
+    from mcap.writer import CompressionType
+
+    path = write_with_mcap_library(store, tmp_path / "bare.mcap", robot_messages(store, "/sim", n=20),
+                                   compression=CompressionType.ZSTD, enable_crcs=False)
+    data = bytearray(path.read_bytes())
+    with path.open("rb") as handle:
+        summary = make_reader(handle).get_summary()
+    chunk = summary.chunk_indexes[0]
+    wrench_id = next(c.id for c in summary.channels.values() if c.topic == "/sim/wrench")
+    start = chunk.chunk_start_offset
+    if damage == "compression":
+        at = data.index(b"zstd", start)
+        data[at : at + 4] = b"zstx"
+    elif damage == "chunk_opcode":
+        data[start] = 0x01
+    else:
+        data[chunk.message_index_offsets[wrench_id] + 9] ^= 0x7F
+    path.write_bytes(bytes(data))
+    with open_bags(path) as bags, pytest.raises(BagError, match=rf"^bag .*bare\.mcap: topic /sim/wrench: cannot read "
+                                                                rf"\(corrupt or truncated\?\): {reason}"):
+        bags.read_columns("/sim/wrench")

@@ -69,7 +69,8 @@ def match_joints(sim_names: Sequence[str], real_names: Sequence[str]) -> dict[st
     _, sim_rest = strip_common_prefix(sim_names)
     _, real_rest = strip_common_prefix(real_names)
     real_by_rest = {rest: name for rest, name in zip(real_rest, real_names, strict=True)}
-    stripped = {name: real_by_rest[rest] for rest, name in zip(sim_rest, sim_names, strict=True) if rest in real_by_rest}
+    stripped = {name: real_by_rest[rest] for rest, name in zip(sim_rest, sim_names, strict=True)
+                if rest in real_by_rest}
     if len(set(stripped.values())) != len(stripped):  # prefixes stripped into duplicates: no mapping
         stripped = {}
     return exact if len(exact) >= len(stripped) else stripped

@@ -187,8 +187,9 @@ def _frame_id(groups: Sequence[LayoutGroup]) -> str:
 
 def wrench_columns(raw: RawMessages, groups: Sequence[LayoutGroup], where: str) -> WrenchColumns:
     """WrenchStamped columns."""
-    return WrenchColumns(_stamps(raw, groups), raw.recv_ns, _frame_id(groups), _vectors(raw, groups, _xyz("wrench.force")),
-                         _vectors(raw, groups, _xyz("wrench.torque")), _slow(groups))
+    return WrenchColumns(_stamps(raw, groups), raw.recv_ns, _frame_id(groups),
+                         _vectors(raw, groups, _xyz("wrench.force")), _vectors(raw, groups, _xyz("wrench.torque")),
+                         _slow(groups))
 
 
 def pose_columns(raw: RawMessages, groups: Sequence[LayoutGroup], where: str) -> PoseColumns:

@@ -245,7 +245,8 @@ def _chunk_records(span: np.ndarray, at: int, chunk: ChunkIndex) -> tuple[np.nda
     if compression:
         data = memoryview(_decompress(data, compression, size))
         if len(data) != size:
-            raise ValueError(f"chunk at offset {chunk.chunk_start_offset} decompresses to {len(data)} bytes, not {size}")
+            raise ValueError(f"chunk at offset {chunk.chunk_start_offset} decompresses to {len(data)} bytes, "
+                             f"not {size}")
     crc = int(head["uncompressed_crc"])
     if crc and zlib.crc32(data) != crc:
         raise ValueError(f"chunk at offset {chunk.chunk_start_offset}: CRC mismatch")
