@@ -76,6 +76,9 @@ def test_unknown_message_type(tmp_path):
         assert bags.topic_types() == {"/widget": "acme_msgs/msg/Widget"}
         with pytest.raises(BagError, match=r"unknown message type acme_msgs/msg/Widget of topic /widget in bag\(s\) .*bag"):
             list(bags.iter_messages("/widget"))
+        with pytest.raises(BagError, match=r"unknown message type acme_msgs/msg/Widget of topic /widget in bag\(s\) "
+                                           r".*bag, expected sensor_msgs/msg/JointState: no definition"):
+            bags.read_columns("/widget", expected_type=JS)
 
 
 def test_type_without_columns_is_named_with_the_types_that_have_them(store, tmp_path):

@@ -272,11 +272,12 @@ class BagSet:
         info = self._info(topic)
         if info.encoding != CDR:
             raise BagError(f"{self._where(topic)}: messages are {info.encoding}, not ROS 2 CDR")
+        if info.msgtype in self.unknown_types:
+            wanted = f", expected {expected}" if expected is not None else ""
+            raise BagError(f"unknown message type {info.msgtype} of topic {topic} in bag(s) {', '.join(info.bags)}"
+                           f"{wanted}: no definition in the bag nor in the typestore")
         if expected is not None and info.msgtype != expected:
             raise BagError(f"{self._where(topic)} is {info.msgtype}, expected {expected}")
-        if info.msgtype in self.unknown_types:
-            raise BagError(f"unknown message type {info.msgtype} of topic {topic} in bag(s) {', '.join(info.bags)}: "
-                           "no definition in the bag nor in the typestore")
         return info
 
     def check_types(self, expected: Mapping[str, str]) -> None:
