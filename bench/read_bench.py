@@ -1,14 +1,27 @@
-"""Columnar bag decoding vs rosbags' AnyReader deserializing message by message.
+"""Reading a demo recording: our columnar reader against rosbags and the mcap library.
 
-Writes a synthetic rosbag2 bag with rosbags in a temporary directory (7-joint
-JointState and WrenchStamped per side, sim and real, 500 Hz each, 60 s by default),
-then times, in the same run:
+The recording: ``--bag PATH``, or by default the demo graph simulated in-process (the
+MuJoCo sim and the stand-in running ``--scenario`` for ``--duration`` s, as
+bench/replay_bench.py makes it) written with our BagWriter, as ``demo --record`` writes
+(rosbag2 directory, uncompressed chunks with CRCs). Cached under ``--cache``.
 
-- ``anyreader``: AnyReader.messages() + deserialize() of every message (baseline);
-- ``columnar``: open_bags(...).read_many(all topics) into numpy columns.
+Measured in the same run, CPU seconds of this process, best of ``--repeat``; every path
+ends with the values of every message decoded:
 
-Prints one JSON object with --json: ``columnar_msgs_per_s``, ``anyreader_msgs_per_s``,
-``speedup`` (columnar over anyreader), plus context figures.
+- ``columnar``: open_bags().read_all(): JointState, WrenchStamped, PoseStamped as
+  columns, every other message deserialized by rosbags;
+- ``anyreader``: rosbags' AnyReader, deserializing message by message;
+- ``mcap_ros2``: the mcap library's iter_decoded_messages with mcap_ros2's decoder;
+- ``mcap_rosbags``: the mcap library's iter_messages, rosbags' deserialize_cdr.
+
+and, to judge our MCAP chunk reader on its own (raw bytes only):
+
+- ``raw_ours``: open_bags().read_raw() of every topic;
+- ``raw_mcap``: the mcap library's iter_messages;
+- ``columns_from_mcap_raw``: the columns built from the mcap library's raw messages
+  instead of ours (what the columnar path would cost without our chunk reader).
+
+Prints one JSON object with --json: messages per second of each, and the ratios.
 """
 
 from __future__ import annotations
@@ -18,117 +31,161 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-
-import numpy as np
-from rosbags.highlevel import AnyReader
-from rosbags.rosbag2 import StoragePlugin, Writer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from mcap.reader import make_reader  # noqa: E402
+from mcap_ros2.decoder import DecoderFactory  # noqa: E402
+from rosbags.highlevel import AnyReader  # noqa: E402
+
+from sim_real_bridge.capture.bag_writer import BagWriter  # noqa: E402
 from sim_real_bridge.capture.typestore import build_typestore  # noqa: E402
-from sim_real_bridge.offline.bag_io import open_bags  # noqa: E402
-
-NS_PER_S = 1_000_000_000
-JOINT_STATE = "sensor_msgs/msg/JointState"
-WRENCH_STAMPED = "geometry_msgs/msg/WrenchStamped"
+from sim_real_bridge.offline.bags import RawMessages, columns_from_raw, open_bags  # noqa: E402
+from sim_real_bridge.offline.bags.columns import BUILDERS  # noqa: E402
 
 
-def make_synthetic_bag(path: Path, duration_s: float, rate_hz: float, joints: int, storage: StoragePlugin) -> int:
-    """Write the synthetic two-sided bag; return its message count."""
+def demo_recording(cache: Path, scenario: str, duration_s: float) -> Path:
+    """The simulated demo recording, written as ``demo --record`` writes (cached)."""
+    from sim_real_bridge.offline.synthetic import simulated_messages
+
+    bag = cache / f"read_bench_{Path(scenario).stem}_{duration_s:g}s"
+    if (bag / "metadata.yaml").is_file():
+        return bag
     store = build_typestore()
-    types = store.types
-    names = [f"joint_{i + 1}" for i in range(joints)]
-    rng = np.random.default_rng(0)
-    period_ns = round(NS_PER_S / rate_hz)
-    count = 0
-    with Writer(path, version=9, storage_plugin=storage) as writer:
-        conns = {}
-        for side in ("sim", "real"):
-            conns[side, "js"] = writer.add_connection(f"/{side}/joint_states", JOINT_STATE, typestore=store)
-            conns[side, "w"] = writer.add_connection(f"/{side}/wrench", WRENCH_STAMPED, typestore=store)
-        for i in range(round(duration_s * rate_hz)):
-            t = 1_700_000_000 * NS_PER_S + i * period_ns
-            for side, latency_ns in (("sim", 150_000), ("real", 900_000)):
-                header = types["std_msgs/msg/Header"](
-                    stamp=types["builtin_interfaces/msg/Time"](sec=t // NS_PER_S, nanosec=t % NS_PER_S),
-                    frame_id="base_link",
-                )
-                js = types[JOINT_STATE](header=header, name=names, position=rng.normal(size=joints),
-                                        velocity=rng.normal(size=joints), effort=rng.normal(size=joints))
-                f, q = rng.normal(size=3), rng.normal(size=3)
-                vec = types["geometry_msgs/msg/Vector3"]
-                ws = types[WRENCH_STAMPED](header=header, wrench=types["geometry_msgs/msg/Wrench"](
-                    force=vec(x=f[0], y=f[1], z=f[2]), torque=vec(x=q[0], y=q[1], z=q[2])))
-                writer.write(conns[side, "js"], t + latency_ns, store.serialize_cdr(js, JOINT_STATE))
-                writer.write(conns[side, "w"], t + latency_ns + 1_000, store.serialize_cdr(ws, WRENCH_STAMPED))
-                count += 2
-    return count
+    items = simulated_messages(scenario, duration_s)
+    cache.mkdir(parents=True, exist_ok=True)
+    with BagWriter(bag, store) as writer:
+        for topic, msgtype in dict((t, m) for t, m, _, _ in items).items():
+            writer.add_topic(topic, msgtype)
+        writer.write_many([t for t, *_ in items], [s for _, _, s, _ in items],
+                          [bytes(store.serialize_cdr(msg, m)) for _, m, _, msg in items])
+    return bag
 
 
-def time_anyreader(path: Path) -> tuple[float, int]:
-    start = time.perf_counter()
+def mcap_files(bag: Path) -> list[Path]:
+    return sorted(bag.glob("*.mcap")) if bag.is_dir() else [bag]
+
+
+def columnar(bag: Path) -> int:
+    with open_bags(bag) as bags:
+        types = bags.topic_types()
+        column_topics = [t for t, m in types.items() if m in BUILDERS]
+        columns, messages = bags.read_all(column_topics, [t for t in types if t not in column_topics])
+    return sum(len(c) for c in columns.values()) + sum(len(m) for m in messages.values())
+
+
+def anyreader(bag: Path) -> int:
     count = 0
-    with AnyReader([path]) as reader:
+    with AnyReader([bag]) as reader:
         for connection, _, data in reader.messages():
             reader.deserialize(data, connection.msgtype)
             count += 1
-    return time.perf_counter() - start, count
+    return count
 
 
-def time_anyreader_raw(path: Path) -> tuple[float, int]:
-    start = time.perf_counter()
+def mcap_ros2(bag: Path) -> int:
     count = 0
-    with AnyReader([path]) as reader:
-        for _ in reader.messages():
-            count += 1
-    return time.perf_counter() - start, count
+    for path in mcap_files(bag):
+        with path.open("rb") as handle:
+            for _ in make_reader(handle, decoder_factories=[DecoderFactory()]).iter_decoded_messages(
+                    log_time_order=False):
+                count += 1
+    return count
 
 
-def time_columnar(path: Path) -> tuple[float, int, int]:
-    start = time.perf_counter()
-    with open_bags([path]) as bags:
-        columns = bags.read_many(sorted(bags.topic_types()))
-    elapsed = time.perf_counter() - start
-    return elapsed, sum(len(c) for c in columns.values()), sum(c.slow_count for c in columns.values())
+def mcap_rosbags(bag: Path) -> int:
+    store = build_typestore()
+    count = 0
+    for path in mcap_files(bag):
+        with path.open("rb") as handle:
+            for schema, _, message in make_reader(handle).iter_messages(log_time_order=False):
+                store.deserialize_cdr(message.data, schema.name)
+                count += 1
+    return count
+
+
+def raw_ours(bag: Path) -> int:
+    with open_bags(bag) as bags:
+        return sum(len(raw) for raw in bags.read_raw(list(bags.topic_types())).values())
+
+
+def _mcap_raw(bag: Path) -> tuple[dict[str, str], dict[str, tuple[list[int], list[bytes]]]]:
+    types: dict[str, str] = {}
+    found: dict[str, tuple[list[int], list[bytes]]] = {}
+    for path in mcap_files(bag):
+        with path.open("rb") as handle:
+            for schema, channel, message in make_reader(handle).iter_messages(log_time_order=False):
+                types[channel.topic] = schema.name
+                times, datas = found.setdefault(channel.topic, ([], []))
+                times.append(message.log_time)
+                datas.append(message.data)
+    return types, found
+
+
+def raw_mcap(bag: Path) -> int:
+    return sum(len(times) for times, _ in _mcap_raw(bag)[1].values())
+
+
+def columns_from_mcap_raw(bag: Path) -> int:
+    store = build_typestore()
+    types, found = _mcap_raw(bag)
+    count = 0
+    for topic, (times, datas) in found.items():
+        if types[topic] in BUILDERS:
+            count += len(columns_from_raw(RawMessages.of(times, datas).in_log_order(), types[topic], store, topic))
+    return count
+
+
+def best_cpu_s(fn: Callable[[Path], int], bag: Path, repeat: int) -> tuple[float, int]:
+    best, count = float("inf"), 0
+    for _ in range(repeat):
+        start = time.process_time()
+        count = fn(bag)
+        best = min(best, time.process_time() - start)
+    return best, count
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--duration", type=float, default=60.0, help="seconds of synthetic data (default 60)")
-    parser.add_argument("--rate", type=float, default=500.0, help="Hz per topic (default 500)")
-    parser.add_argument("--joints", type=int, default=7, help="joints per JointState (default 7)")
-    parser.add_argument("--storage", choices=["mcap", "sqlite3"], default="mcap")
+    parser.add_argument("--bag", default=None, help="a recorded bag (default: the simulated demo recording, cached)")
+    parser.add_argument("--scenario", default="tour", help="scenario of the simulated recording (default: tour)")
+    parser.add_argument("--duration", type=float, default=60.0, help="seconds of the simulated recording")
+    parser.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "sim_real_bridge_bench"),
+                        help="where the simulated recording is kept")
     parser.add_argument("--repeat", type=int, default=3, help="best of N timings each (default 3)")
     args = parser.parse_args(argv)
 
-    with tempfile.TemporaryDirectory(prefix="read_bench_") as tmp:
-        bag = Path(tmp) / "synthetic"
-        storage = StoragePlugin.MCAP if args.storage == "mcap" else StoragePlugin.SQLITE3
-        written = make_synthetic_bag(bag, args.duration, args.rate, args.joints, storage)
-        any_s = min(time_anyreader(bag)[0] for _ in range(args.repeat))
-        raw_s = min(time_anyreader_raw(bag)[0] for _ in range(args.repeat))
-        col_runs = [time_columnar(bag) for _ in range(args.repeat)]
-        col_s = min(r[0] for r in col_runs)
-        decoded, slow = col_runs[0][1], col_runs[0][2]
-    if decoded != written:
-        raise SystemExit(f"columnar decode returned {decoded} messages, the bag holds {written}")
-    result = {
-        "messages": written,
-        "storage": args.storage,
-        "columnar_msgs_per_s": round(written / col_s),
-        "anyreader_msgs_per_s": round(written / any_s),
-        "anyreader_raw_msgs_per_s": round(written / raw_s),
-        "speedup": round(any_s / col_s, 2),
-        "columnar_x_realtime": round(args.duration / col_s, 1),
-        "slow_path_fraction": round(slow / written, 4),
-    }
+    bag = Path(args.bag) if args.bag else demo_recording(Path(args.cache), args.scenario, args.duration)
+    paths = {"columnar": columnar, "anyreader": anyreader, "mcap_ros2": mcap_ros2, "mcap_rosbags": mcap_rosbags,
+             "raw_ours": raw_ours, "raw_mcap": raw_mcap, "columns_from_mcap_raw": columns_from_mcap_raw}
+    cpu_s: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for name, fn in paths.items():
+        if name.startswith(("mcap", "raw_mcap", "columns_from")) and not mcap_files(bag):
+            continue
+        cpu_s[name], counts[name] = best_cpu_s(fn, bag, args.repeat)
+    messages = counts["anyreader"]
+    mismatched = {n: c for n, c in counts.items() if n != "columns_from_mcap_raw" and c != messages}
+    if mismatched:
+        raise SystemExit(f"paths read other message counts than AnyReader's {messages}: {mismatched}")
+    result: dict[str, object] = {"bag": str(bag), "messages": messages, "repeat": args.repeat}
+    result.update({f"{name}_msgs_per_s": round(counts[name] / s) for name, s in cpu_s.items()})
+    result.update({f"{name}_cpu_s": round(s, 4) for name, s in cpu_s.items()})
+    for baseline in ("anyreader", "mcap_ros2", "mcap_rosbags"):
+        if baseline in cpu_s:
+            result[f"columnar_over_{baseline}"] = round(cpu_s[baseline] / cpu_s["columnar"], 2)
+    if "raw_mcap" in cpu_s:
+        result["raw_ours_over_raw_mcap"] = round(cpu_s["raw_mcap"] / cpu_s["raw_ours"], 2)
+        columns_ours = cpu_s["columnar"]
+        result["columns_from_mcap_raw_cpu_s_over_columnar"] = round(cpu_s["columns_from_mcap_raw"] / columns_ours, 2)
     if args.json:
         print(json.dumps(result))
     else:
         for key, value in result.items():
-            print(f"{key:>26}: {value}")
+            print(f"{key:>42}: {value}")
     return 0
 
 

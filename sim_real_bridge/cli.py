@@ -2,6 +2,7 @@
 
     sim-real-bridge demo [--scenario NAME|PATH] [--duration S] [--summary PATH] [--record DIR]
     sim-real-bridge replay BAG_OR_DIR... --out DIR [--workers N]
+    sim-real-bridge inspect BAG... [--json]
     sim-real-bridge scenarios
     sim-real-bridge graph {demo,bridge}
 
@@ -61,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--workers", type=_positive_int, default=1, help="bags processed in parallel (default: 1)")
     replay.add_argument("--config", type=Path, default=None, help="topic mapping and analysis parameters (YAML)")
 
+    inspect = sub.add_parser("inspect", help="list a recording's topics, rates and the sim/real pairs replay would use")
+    inspect.add_argument("bags", nargs="+", type=Path, metavar="BAG",
+                         help="bag files or directories, read as one recording")
+    inspect.add_argument("--json", action="store_true", help="print one JSON object")
+
     sub.add_parser("scenarios", help="list the built-in scenarios")
 
     graph = sub.add_parser("graph", help="print the node graph the launch files and the demo start")
@@ -89,6 +95,16 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return run_replay(ReplayRequest(inputs=list(args.bags), out_dir=args.out, workers=args.workers, config_path=args.config))
 
 
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    import json
+
+    from sim_real_bridge.offline.bags.inspect import format_inspection, inspect_bags
+
+    inspection = inspect_bags(args.bags)
+    print(json.dumps(inspection.as_dict()) if args.json else format_inspection(inspection))
+    return 0
+
+
 def _cmd_scenarios(args: argparse.Namespace) -> int:
     from sim_real_bridge.sim.scenario import load_scenario, scenario_names
 
@@ -111,7 +127,8 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"demo": _cmd_demo, "replay": _cmd_replay, "scenarios": _cmd_scenarios, "graph": _cmd_graph}
+COMMANDS = {"demo": _cmd_demo, "replay": _cmd_replay, "inspect": _cmd_inspect, "scenarios": _cmd_scenarios,
+            "graph": _cmd_graph}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -324,7 +324,7 @@ def test_salvage_keeps_complete_chunks_of_a_torn_recording(store, tmp_path):
         bag.write("/chatter", 10**9 + i, raw)
         if i == 3:
             bag.write_message("/divergence/events", 10**9 + i, gap_event(store))
-    bag._writer.storage.bio.flush()  # what the OS holds when the process is killed
+    bag._file.flush()  # what the OS holds when the process is killed
     torn = partial_dir_for(target) / "recording" / "recording.mcap"
     with torn.open("r+b") as handle:  # the last chunk was being written: tear it
         handle.truncate(torn.stat().st_size - 1000)
@@ -344,6 +344,6 @@ def test_salvage_of_a_file_without_complete_chunks_removes_it(store, tmp_path):
     bag = BagWriter(target, store).open()
     bag.add_topic("/chatter", "std_msgs/msg/String")
     bag.write("/chatter", 1, b"\x00\x01\x00\x00\x02\x00\x00\x00a\x00")
-    bag._writer.storage.bio.flush()
+    bag._file.flush()
     assert recover_partials(tmp_path, salvage=True) == [(partial_dir_for(target), "removed")]
     assert os.listdir(tmp_path) == []

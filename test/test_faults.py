@@ -307,7 +307,7 @@ def test_disk_full_stops_snapshots_with_error_and_event_live_topics_flow(make_ha
     def no_space(self, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(bag_writer.Writer, "write", no_space)
+    monkeypatch.setattr(bag_writer.McapWriter, "add_message", no_space)
     h = make_harness()
     h.play(2.0)
     h.play(3.0, real_offset_rad=lambda t: 0.4)  # an event, whose snapshot cannot be written

@@ -1,12 +1,15 @@
-"""Write rosbag2 MCAP bags with rosbags (no ROS install needed), crash-safely.
+"""Write rosbag2 MCAP bags with the mcap library (no ROS install needed), crash-safely.
 
 Two output shapes, chosen by the path:
 
-- ``something.mcap``: one self-contained MCAP file (ros2 profile, message
-  definitions as schemas, the rosbag2 metadata record). ``ros2 bag info/play FILE``,
-  Foxglove and rosbags' MCAP storage reader all open it. Failure snapshots use this.
+- ``something.mcap``: one self-contained MCAP file (ros2 profile, message definitions
+  as schemas, the rosbag2 metadata record). ``ros2 bag info/play FILE``, Foxglove,
+  rosbags and the mcap tools all open it. Failure snapshots use this.
 - any other path: a rosbag2 bag directory (``metadata.yaml`` + ``<name>.mcap``), what
   ``ros2 bag record -o`` makes. The demo recorder uses this.
+
+Every chunk carries the CRC of its records and the data section its own CRC (the
+mcap library's Writer computes them).
 
 Partial-file protocol: the bag is written under ``.<name>.partial/<name>`` next to the
 target, its files fsynced when closed, then moved to the target with one atomic
@@ -20,35 +23,33 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import struct
-import threading
 import weakref
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Iterator, Sequence
-from io import BytesIO, StringIO
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
-import rosbags.rosbag2.writer as rosbags_writer
-from rosbags.rosbag2 import StoragePlugin, Writer
-from rosbags.rosbag2.enums import CompressionMode
-from rosbags.rosbag2.errors import WriterError
-from rosbags.rosbag2.storage_mcap import McapWriter, PendingChunk, write_record, write_string, write_uint16
-from rosbags.rosbag2.storage_mcap import decompress as mcap_decompress
-from rosbags.rosbag2.storage_mcap import write_uint32, write_uint64
-from rosbags.rosbag2.writer import zstd as rosbags_zstd  # what rosbags compresses messages with
+import yaml
+from mcap.records import Channel, Message, Schema
+from mcap.stream_reader import StreamReader
+from mcap.writer import CompressionType
+from mcap.writer import Writer as McapWriter
 from rosbags.typesys import get_types_from_msg
 from rosbags.typesys.store import Typestore
-from ruamel.yaml import YAML
 
 from sim_real_bridge.errors import SnapshotError
 
 PARTIAL_SUFFIX = ".partial"
 # rosbag2 metadata version 9 is what Jazzy and Kilted write and read.
 ROSBAG2_VERSION = 9
+ROS_DISTRO = "kilted"
+LIBRARY = "sim_real_bridge"
+#: A chunk is closed once its records pass this size (rosbag2's MCAP default is 768 KiB).
+CHUNK_BYTES = 1 << 20
 _MCAP_MAGIC = b"\x89MCAP0\r\n"
+_YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def partial_dir_for(target: Path) -> Path:
@@ -87,339 +88,13 @@ def mcap_file_is_complete(path: Path) -> bool:
     return head == _MCAP_MAGIC and tail == _MCAP_MAGIC
 
 
-#: rosbags' MCAP writer closes a chunk after the message that takes it past this size.
-_CHUNK_BYTES = 2**20
-#: An MCAP message record before its payload: opcode, record length, channel, sequence,
-#: log time, publish time (rosbags writes the log time as both, sequence 0).
-_MESSAGE_HEAD = np.dtype(
-    {"names": ["opcode", "length", "channel", "sequence", "log_time", "publish_time"],
-     "formats": ["u1", "<u8", "<u2", "<u4", "<u8", "<u8"], "offsets": [0, 1, 9, 11, 15, 23], "itemsize": 31}
-)
-
-
-class _McapStorage(McapWriter):
-    """rosbags' MCAP storage writer plus :meth:`write_many`; the file is the same, byte
-    for byte, as rosbags writes it message by message (same records, chunks, indexes)."""
-
-    def write_many(self, channel_ids: np.ndarray, timestamps: np.ndarray, datas: Sequence[bytes | memoryview]
-                   ) -> None:
-        """:meth:`write` of many messages in order: their records are joined and written
-        with one call per chunk."""
-        count = len(datas)
-        if count and int(timestamps.min()) < 0:
-            raise OverflowError("MCAP log times are unsigned: a timestamp is negative")
-        sizes = np.fromiter(map(len, datas), dtype=np.int64, count=count) + _MESSAGE_HEAD.itemsize
-        ends = np.cumsum(sizes)
-        done = 0
-        while done < count:
-            pos = self.chunk.bio.tell()
-            chunk_ends = ends[done:] - (int(ends[done - 1]) if done else 0) + pos
-            stop = min(count, done + 1 + int(np.searchsorted(chunk_ends, _CHUNK_BYTES, side="right")))
-            self._append(channel_ids[done:stop], timestamps[done:stop], datas[done:stop], sizes[done:stop],
-                         chunk_ends[: stop - done] - sizes[done:stop])
-            done = stop
-            if self.chunk.bio.tell() > _CHUNK_BYTES:
-                self.close_chunk()
-
-    def _append(self, channel_ids: np.ndarray, timestamps: np.ndarray, datas: Sequence[bytes | memoryview],
-                sizes: np.ndarray, offsets: np.ndarray) -> None:
-        """Write message records (``sizes`` bytes each) into the open chunk; ``offsets``
-        are where they start in it."""
-        count = len(datas)
-        head = np.zeros(count, dtype=_MESSAGE_HEAD)
-        head["opcode"] = 0x05
-        head["length"] = sizes - 9
-        head["channel"] = channel_ids
-        head["log_time"] = timestamps
-        head["publish_time"] = timestamps
-        heads = head.tobytes()
-        size = _MESSAGE_HEAD.itemsize
-        pieces: list[Any] = [None] * (2 * count)
-        pieces[::2] = [heads[i : i + size] for i in range(0, size * count, size)]
-        pieces[1::2] = datas
-        chunk = self.chunk
-        records = b"".join(pieces)
-        if chunk.bio.tell() == 0:  # the chunk's bytes are these: shared, not copied
-            chunk.bio = BytesIO(records)
-            chunk.bio.seek(0, os.SEEK_END)
-        else:
-            chunk.bio.write(records)
-        first, last = int(timestamps.min()), int(timestamps.max())
-        chunk.message_start_time = min(first, chunk.message_start_time)
-        chunk.message_end_time = max(last, chunk.message_end_time)
-        self.message_start_time = min(first, self.message_start_time)
-        self.message_end_time = max(last, self.message_end_time)
-        # Channels in order of their first message here: the order of the chunk's message
-        # indexes. Their entries go in as one (k, 2) array per channel (see close_chunk).
-        ids, first_at, counts = np.unique(channel_ids, return_index=True, return_counts=True)
-        entries = np.column_stack([timestamps, offsets]).astype("<u8")
-        for k in np.argsort(first_at, kind="stable").tolist():
-            cid = int(ids[k])
-            self.channel_stats[cid] += int(counts[k])
-            chunk.msgs[cid].append(entries if ids.size == 1 else entries[channel_ids == cid])  # type: ignore[arg-type]
-
-    def close_chunk(self) -> None:
-        """rosbags' ``close_chunk`` with each message index packed by numpy (same bytes)."""
-        rec = BytesIO()
-        write_uint64(rec, self.chunk.message_start_time)
-        write_uint64(rec, self.chunk.message_end_time)
-        write_uint64(rec, self.chunk.bio.tell())
-        write_uint32(rec, 0)
-
-        compressed = self.compressor(self.chunk.bio.getvalue())
-        write_string(rec, self.compression)
-        write_uint64(rec, len(compressed))
-
-        # write_record of the fields and then the records, without copying the records into it
-        chunk_start = self.bio.tell()
-        self.bio.write(b"\x06")
-        write_uint64(self.bio, rec.tell() + len(compressed))
-        self.bio.write(rec.getbuffer())
-        self.bio.write(compressed)
-        chunk_end = self.bio.tell()
-
-        offsets: list[tuple[int, int]] = []
-        for cid, msgs in self.chunk.msgs.items():
-            offsets.append((cid, self.bio.tell()))
-            entries = _index_bytes(msgs)
-            rec = BytesIO()
-            write_uint16(rec, cid)
-            write_uint32(rec, len(entries))
-            rec.write(entries)
-            write_record(self.bio, 0x07, rec)
-
-        rec = BytesIO()
-        write_uint64(rec, self.chunk.message_start_time)
-        write_uint64(rec, self.chunk.message_end_time)
-        write_uint64(rec, chunk_start)
-        write_uint64(rec, chunk_end - chunk_start)
-        write_uint32(rec, len(offsets) * 10)
-        for cid, offset in offsets:
-            write_uint16(rec, cid)
-            write_uint64(rec, offset)
-        write_uint64(rec, self.bio.tell() - chunk_end)
-        write_string(rec, self.compression)
-        write_uint64(rec, len(compressed))
-        write_uint64(rec, self.chunk.bio.tell())
-        self.chunks.append(rec)
-
-        self.chunk = PendingChunk(2**63 - 1, 0, BytesIO(), defaultdict(list))
-
-
-def _index_bytes(msgs: Sequence[tuple[int, int] | np.ndarray]) -> bytes:
-    """One channel's message index entries of a chunk as bytes: (log time, offset) tuples
-    as rosbags' ``write`` appends them, (k, 2) uint64 arrays as ``write_many`` does."""
-    parts: list[np.ndarray] = []
-    run: list[tuple[int, int]] = []
-    for entry in msgs:
-        if isinstance(entry, np.ndarray):
-            if run:
-                parts.append(np.asarray(run, dtype="<u8"))
-                run = []
-            parts.append(entry)
-        else:
-            run.append(entry)
-    if run:
-        parts.append(np.asarray(run, dtype="<u8"))
-    return b"".join(part.tobytes() for part in parts)
-
-
-#: What a :class:`_Writer` on this thread is doing while rosbags' code dumps YAML.
-_YAML_HOOK = threading.local()
-
-
-class _NotTemplated(Exception):
-    """Data a YAML template does not cover (see :func:`_skeleton`)."""
-
-
-#: A placeholder for an int in a :func:`_skeleton`.
-_INT = object()
-
-
-def _skeleton(data: Any, ints: list[int]) -> Any:
-    """``data`` as a hashable tree with every int replaced by :data:`_INT` (the ints are
-    appended to ``ints`` in walk order); raises _NotTemplated for other kinds of data."""
-    kind = type(data)
-    if kind is int:
-        ints.append(data)
-        return _INT
-    if kind is dict:
-        return ("map", tuple((key, _skeleton(value, ints)) for key, value in data.items()))
-    if kind is list:
-        return ("seq", tuple(_skeleton(value, ints) for value in data))
-    if kind is str or kind is bool or data is None:
-        return data
-    raise _NotTemplated
-
-
-def _with_ints(data: Any, ints: Iterator[int]) -> Any:
-    """A copy of ``data`` with its ints, in walk order, taken from ``ints``."""
-    kind = type(data)
-    if kind is int:
-        return next(ints)
-    if kind is dict:
-        return {key: _with_ints(value, ints) for key, value in data.items()}
-    if kind is list:
-        return [_with_ints(value, ints) for value in data]
-    return data
-
-
-def _template(text_of: Any, data: Any, count: int) -> tuple[list[str], list[int]] | None:
-    """(pieces, order) such that ruamel's text of ``data`` with ints ``v`` is
-    ``pieces[0] + str(v[order[0]]) + pieces[1] + ...``; None when the sentinels that stand
-    for the ints cannot be told apart in the text."""
-    sentinels = [str(_SENTINEL + k) for k in range(count)]
-    text = text_of(_with_ints(data, iter(_SENTINEL + k for k in range(count))))
-    if any(text.count(sentinel) != 1 for sentinel in sentinels):
-        return None
-    order = sorted(range(count), key=lambda k: text.index(sentinels[k]))
-    pieces, pos = [], 0
-    for k in order:
-        at = text.index(sentinels[k], pos)
-        pieces.append(text[pos:at])
-        pos = at + len(sentinels[k])
-    pieces.append(text[pos:])
-    return pieces, order
-
-
-#: Ints that stand for the data's ints while a template is made: longer than any int64
-#: (a shorter int cannot wrap a line the sentinel did not), and checked to occur once.
-_SENTINEL = 10**21
-#: (YAML settings, data skeleton) -> template of rosbags' metadata dumps; a bag's metadata
-#: differs from the last one's only in its counts, times and durations.
-_TEMPLATES: dict[Any, tuple[list[str], list[int]] | None] = {}
-_MAX_TEMPLATES = 64
-
-
-class _WriterYAML(YAML):
-    """ruamel's YAML, as rosbags' writer module makes it, with shortcuts inside :class:`_Writer`.
-
-    rosbags dumps YAML with pure-Python ruamel: an empty QoS list per connection, and
-    the bag's metadata twice on close (metadata.yaml, and the copy embedded in the MCAP
-    file). Inside a :class:`_Writer` call an empty list is written as ruamel writes it,
-    the metadata.yaml text is not made when the writer drops that file, and metadata of
-    a shape dumped before (the same keys, strings and lists: only ints differ) is
-    written from the template made of ruamel's text that time. Elsewhere this is
-    ruamel's YAML unchanged.
-    """
-
-    _plug_ins: list[str] | None = None
-
-    def official_plug_ins(self) -> Any:
-        """ruamel's list of plug-in modules, found once (ruamel globs its package directory
-        for them in every YAML(); rosbags makes one per connection)."""
-        if _WriterYAML._plug_ins is None:
-            _WriterYAML._plug_ins = super().official_plug_ins()
-        return list(_WriterYAML._plug_ins)
-
-    def dump(self, data: Any, stream: Any = None, *, transform: Any = None) -> Any:
-        """ruamel's ``dump``, or its output without running it (see the class)."""
-        writer = getattr(_YAML_HOOK, "writer", None)
-        if writer is not None and stream is not None and transform is None:
-            if isinstance(data, list) and not data and not self.explicit_start:
-                stream.write("[]\n")
-                return None
-            if writer.drop_metadata_file and isinstance(data, dict) and list(data) == ["rosbag2_bagfile_information"]:
-                return None
-            if isinstance(data, dict):
-                stream.write(self._templated(data))
-                return None
-        return super().dump(data, stream, transform=transform)
-
-    def _ruamel_text(self, data: Any) -> str:
-        out = StringIO()
-        super().dump(data, out)
-        return out.getvalue()
-
-    def _templated(self, data: dict[str, Any]) -> str:
-        """ruamel's text of ``data``, from a template when one of its shape was made."""
-        ints: list[int] = []
-        try:
-            key = (tuple(self.typ), self.default_flow_style, self.explicit_start, _skeleton(data, ints))
-        except _NotTemplated:
-            return self._ruamel_text(data)
-        template = _TEMPLATES.get(key)
-        if template is None:
-            text = self._ruamel_text(data)
-            if key not in _TEMPLATES:  # made once; kept only when it gives ruamel's text
-                if len(_TEMPLATES) >= _MAX_TEMPLATES:
-                    _TEMPLATES.clear()
-                made = _template(self._ruamel_text, data, len(ints))
-                _TEMPLATES[key] = made if made is not None and _fill(made, ints) == text else None
-            return text
-        return _fill(template, ints)
-
-
-def _fill(template: tuple[list[str], list[int]], ints: Sequence[int]) -> str:
-    pieces, order = template
-    out = [pieces[0]]
-    for k, piece in zip(order, pieces[1:], strict=True):
-        out += (str(ints[k]), piece)
-    return "".join(out)
-
-
-# rosbags' writer module makes its YAML by this name when it dumps.
-rosbags_writer.YAML = _WriterYAML
-
-
-class _Writer(Writer):
-    """rosbags' rosbag2 Writer with :meth:`write_many` (MCAP storage).
-
-    Attributes:
-        drop_metadata_file: the caller throws metadata.yaml away (a single-file bag), so
-            its text is not made; the metadata embedded in the MCAP file is.
-    """
-
-    STORAGE_PLUGINS = {**Writer.STORAGE_PLUGINS, StoragePlugin.MCAP: _McapStorage}
-    drop_metadata_file: bool = False
-
-    def add_connection(self, *args: Any, **kwargs: Any) -> Any:
-        """rosbags' ``add_connection``, its QoS YAML dumped by :class:`_WriterYAML`."""
-        _YAML_HOOK.writer = self
-        try:
-            return super().add_connection(*args, **kwargs)
-        finally:
-            _YAML_HOOK.writer = None
-
-    def close(self) -> None:
-        """rosbags' ``close``, its YAML dumped by :class:`_WriterYAML`."""
-        _YAML_HOOK.writer = self
-        try:
-            super().close()
-        finally:
-            _YAML_HOOK.writer = None
-
-    def write_many(self, channel_ids: np.ndarray, timestamps: np.ndarray, datas: Sequence[bytes | memoryview]
-                   ) -> None:
-        """:meth:`write` of many messages in order, by connection id (same file)."""
-        if not self.storage:
-            raise WriterError("Bag was not opened.")
-        if not isinstance(self.storage, _McapStorage):
-            connections = {c.id: c for c in self.connections}
-            for cid, timestamp, data in zip(channel_ids.tolist(), timestamps.tolist(), datas, strict=True):
-                self.write(connections[cid], timestamp, data)
-            return
-        ids, counts = np.unique(channel_ids, return_counts=True)
-        unknown = set(ids.tolist()) - set(self.counts)
-        if unknown:
-            raise WriterError(f"Tried to write to unknown connection ids {sorted(unknown)}.")
-        if self.compression_mode == CompressionMode.MESSAGE:
-            datas = [rosbags_zstd.compress(data) for data in datas]
-        self.storage.write_many(channel_ids, timestamps, datas)
-        for cid, count in zip(ids.tolist(), counts.tolist(), strict=True):
-            self.counts[cid] += count
-        if len(datas):
-            self.min_timestamp = min(int(timestamps.min()), self.min_timestamp)
-            self.max_timestamp = max(int(timestamps.max()), self.max_timestamp)
-
-
-#: Per typestore, msgtype -> (message definition, RIHS01 hash), as rosbags' Writer makes
-#: them; a registered type never changes, and each bag would make them again.
+#: Per typestore, msgtype -> (message definition, RIHS01 hash); a registered type never
+#: changes, and each bag would make them again.
 _DEFINITIONS: weakref.WeakKeyDictionary[Typestore, dict[str, tuple[str, str]]] = weakref.WeakKeyDictionary()
 
 
 def _definition(typestore: Typestore, msgtype: str) -> tuple[str, str]:
-    """(message definition with dependencies, RIHS01 hash) of a type, for Writer.add_connection."""
+    """(message definition with dependencies, RIHS01 hash) of a type."""
     known = _DEFINITIONS.setdefault(typestore, {})
     if msgtype not in known:
         known[msgtype] = (typestore.generate_msgdef(msgtype, ros_version=2)[0], typestore.hash_rihs01(msgtype))
@@ -431,93 +106,129 @@ def _os_error_text(exc: OSError) -> str:
     return f"{exc.strerror or exc} ({name})" if name else str(exc)
 
 
-class BagWriter:
-    """Thin wrapper over rosbags' rosbag2 Writer (MCAP storage, metadata version 9).
+def _bag_metadata(file_name: str, topics: Sequence[tuple[str, str, str, int]], first_ns: int, last_ns: int
+                  ) -> dict[str, Any]:
+    """rosbag2's bag information (metadata.yaml, version 9) of one MCAP file holding
+    ``topics`` (name, type, RIHS01 hash, message count) logged from ``first_ns`` to ``last_ns``."""
+    count = sum(c for *_, c in topics)
+    start, duration = (first_ns, last_ns - first_ns) if count else (0, 0)
+    return {
+        "version": ROSBAG2_VERSION,
+        "storage_identifier": "mcap",
+        "relative_file_paths": [file_name],
+        "duration": {"nanoseconds": duration},
+        "starting_time": {"nanoseconds_since_epoch": start},
+        "message_count": count,
+        "topics_with_message_count": [
+            {"topic_metadata": {"name": name, "type": msgtype, "serialization_format": "cdr",
+                                "offered_qos_profiles": [], "type_description_hash": rihs01},
+             "message_count": n}
+            for name, msgtype, rihs01, n in topics
+        ],
+        "compression_format": "",
+        "compression_mode": "",
+        "files": [{"path": file_name, "starting_time": {"nanoseconds_since_epoch": start},
+                   "duration": {"nanoseconds": duration}, "message_count": count}],
+        "custom_data": None,
+        "ros_distro": ROS_DISTRO,
+    }
 
-    :meth:`write_many` writes a batch of messages with one call (a subclass of rosbags'
-    MCAP storage writer joins their records); the file is the one rosbags writes
-    message by message, byte for byte. Use as a context manager: on a clean exit the bag is finished and moved into
-    place; on an exception the partial output is removed. Every filesystem failure is
-    raised as :class:`SnapshotError` naming the path.
+
+def _yaml_text(data: Any) -> str:
+    return yaml.dump(data, Dumper=_YAML_DUMPER, default_flow_style=False, sort_keys=False)
+
+
+class BagWriter:
+    """A rosbag2 MCAP bag written through the mcap library's Writer (metadata version 9).
+
+    Use as a context manager: on a clean exit the bag is finished and moved into place;
+    on an exception the partial output is removed. Every filesystem failure is raised
+    as :class:`SnapshotError` naming the path.
 
     Args:
         path: target, ``*.mcap`` for a single file, anything else for a bag directory.
         typestore: provides message definitions (embedded in the bag) and serializers.
+        chunk_bytes: a chunk is closed once its records pass this size.
     """
 
-    def __init__(self, path: Path | str, typestore: Typestore) -> None:
+    def __init__(self, path: Path | str, typestore: Typestore, *, chunk_bytes: int = CHUNK_BYTES) -> None:
         self.path = Path(path)
         self.typestore = typestore
         self.single_file = self.path.suffix == ".mcap"
+        self.chunk_bytes = chunk_bytes
         self._work_dir = partial_dir_for(self.path)
         self._bag_dir = self._work_dir / (self.path.stem if self.single_file else self.path.name)
-        self._writer: _Writer | None = None
-        self._connections: dict[str, Any] = {}
+        self._file: IO[bytes] | None = None
+        self._mcap: McapWriter | None = None
+        self._schemas: dict[str, int] = {}
+        self._channels: dict[str, int] = {}
         self._msgtypes: dict[str, str] = {}
+        self._counts: dict[str, int] = {}
+        self._first_ns = 2**64
+        self._last_ns = -1
         self.message_count = 0
+
+    @property
+    def topics(self) -> dict[str, str]:
+        """The topics added so far: topic -> message type."""
+        return dict(self._msgtypes)
 
     # -- lifecycle -----------------------------------------------------------------
     def open(self) -> BagWriter:
-        """Create the partial work directory and open the rosbags writer."""
+        """Create the partial work directory and start the MCAP file."""
         if self.path.exists():
             raise SnapshotError(f"cannot write bag {self.path}: it exists already")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if self._work_dir.exists():
                 shutil.rmtree(self._work_dir)
-            self._work_dir.mkdir()
-            writer = _Writer(self._bag_dir, version=ROSBAG2_VERSION, storage_plugin=StoragePlugin.MCAP)
-            writer.drop_metadata_file = self.single_file
-            writer.open()
+            self._bag_dir.mkdir(parents=True)
+            self._file = (self._bag_dir / f"{self._bag_dir.name}.mcap").open("xb")
+            self._mcap = McapWriter(self._file, chunk_size=self.chunk_bytes, compression=CompressionType.NONE,
+                                    enable_crcs=True, enable_data_crcs=True)
+            self._mcap.start(profile="ros2", library=LIBRARY)
         except OSError as exc:
             self._discard()
             raise SnapshotError(f"cannot write bag {self.path}: {_os_error_text(exc)}") from exc
-        except WriterError as exc:
-            self._discard()
-            raise SnapshotError(f"cannot write bag {self.path}: {exc}") from exc
-        self._writer = writer
         return self
 
     def close(self) -> Path:
         """Finish the bag, fsync it and move it atomically to :attr:`path`; return it."""
-        writer = self._require_open()
-        self._writer = None
+        mcap = self._require_open()
+        self._mcap = None
+        file_name = f"{self._bag_dir.name}.mcap"
+        topics = [(t, m, _definition(self.typestore, m)[1], self._counts[t]) for t, m in self._msgtypes.items()]
+        info = _bag_metadata(file_name, topics, self._first_ns, self._last_ns)
         try:
-            writer.close()
+            mcap.add_metadata("rosbag2", {"serialized_metadata": _yaml_text(info)})
+            mcap.finish()
+            assert self._file is not None
+            self._file.close()
             if self.single_file:
-                produced = self._bag_dir / f"{self._bag_dir.name}.mcap"
+                produced = self._bag_dir / file_name
                 fsync_path(produced)
                 os.replace(produced, self.path)
             else:
+                (self._bag_dir / "metadata.yaml").write_text(_yaml_text({"rosbag2_bagfile_information": info}))
                 _fsync_tree(self._bag_dir)
                 os.replace(self._bag_dir, self.path)
             fsync_path(self.path.parent)
-        except (OSError, WriterError) as exc:
+        except OSError as exc:
             self._discard()
-            detail = _os_error_text(exc) if isinstance(exc, OSError) else str(exc)
-            raise SnapshotError(f"cannot write bag {self.path}: {detail}") from exc
+            raise SnapshotError(f"cannot write bag {self.path}: {_os_error_text(exc)}") from exc
         self._discard()
         return self.path
 
     def abort(self) -> None:
         """Drop everything written so far; the target is never created."""
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            try:
-                writer.abort()
-            except Exception:  # noqa: BLE001 - best effort while already failing
-                pass
+        self._mcap = None
         self._discard()
 
     def __enter__(self) -> BagWriter:
         return self.open()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if exc_type is None:
             self.close()
         else:
@@ -531,7 +242,7 @@ class BagWriter:
             SnapshotError: the type is unknown to the typestore or the topic was
                 declared with another type.
         """
-        writer = self._require_open()
+        mcap = self._require_open()
         known = self._msgtypes.get(topic)
         if known is not None:
             if known != msgtype:
@@ -541,54 +252,69 @@ class BagWriter:
             raise SnapshotError(f"unknown message type {msgtype} for topic {topic} of bag {self.path}")
         msgdef, rihs01 = _definition(self.typestore, msgtype)
         try:
-            self._connections[topic] = writer.add_connection(topic, msgtype, msgdef=msgdef, rihs01=rihs01)
+            if msgtype not in self._schemas:
+                self._schemas[msgtype] = mcap.register_schema(msgtype, "ros2msg", msgdef.encode())
+            self._channels[topic] = mcap.register_channel(
+                topic, "cdr", self._schemas[msgtype], {"offered_qos_profiles": "[]", "topic_type_hash": rihs01})
         except OSError as exc:
             raise SnapshotError(f"cannot write bag {self.path}: {_os_error_text(exc)}") from exc
         self._msgtypes[topic] = msgtype
+        self._counts[topic] = 0
 
     def write(self, topic: str, stamp_ns: int, data: bytes | memoryview) -> None:
         """Write one serialized (CDR) message with log time ``stamp_ns``."""
-        writer = self._require_open()
-        connection = self._connections.get(topic)
-        if connection is None:
+        mcap = self._require_open()
+        channel = self._channels.get(topic)
+        if channel is None:
             raise SnapshotError(f"topic {topic} was not added to bag {self.path}")
+        stamp = int(stamp_ns)
+        if stamp < 0:
+            raise SnapshotError(f"cannot write bag {self.path}: log time {stamp} ns is negative")
         try:
-            writer.write(connection, int(stamp_ns), data)
+            mcap.add_message(channel, stamp, data, stamp)
         except OSError as exc:
             raise SnapshotError(f"cannot write bag {self.path}: {_os_error_text(exc)}") from exc
+        self._counts[topic] += 1
+        self._first_ns = min(self._first_ns, stamp)
+        self._last_ns = max(self._last_ns, stamp)
         self.message_count += 1
 
-    def write_many(self, topics: Sequence[str], stamps_ns: Sequence[int], datas: Sequence[bytes | memoryview]
-                   ) -> None:
-        """:meth:`write` of many serialized messages in order, with one call: the file is the
-        same, byte for byte, as written message by message."""
-        writer = self._require_open()
+    def write_many(self, topics: Sequence[str], stamps_ns: Sequence[int] | np.ndarray,
+                   datas: Sequence[bytes | memoryview]) -> None:
+        """:meth:`write` of many serialized messages, in order."""
         if not len(topics) == len(stamps_ns) == len(datas):
             raise ValueError(f"{len(topics)} topics, {len(stamps_ns)} stamps and {len(datas)} messages")
-        self._write_ids(writer, self._connection_ids(topics), stamps_ns, datas)
+        self._write(list(topics), stamps_ns, datas)
 
-    def write_many_by_index(self, topics: Sequence[str], which: Sequence[int] | np.ndarray, stamps_ns: Sequence[int],
-                            datas: Sequence[bytes | memoryview]) -> None:
-        """:meth:`write_many` of messages given by topic index: message k on ``topics[which[k]]``
-        (no topic looked up per message)."""
-        writer = self._require_open()
+    def write_many_by_index(self, topics: Sequence[str], which: Sequence[int] | np.ndarray,
+                            stamps_ns: Sequence[int] | np.ndarray, datas: Sequence[bytes | memoryview]) -> None:
+        """:meth:`write_many` of messages given by topic index: message k on ``topics[which[k]]``."""
         if not len(which) == len(stamps_ns) == len(datas):
             raise ValueError(f"{len(which)} topic indexes, {len(stamps_ns)} stamps and {len(datas)} messages")
-        self._write_ids(writer, self._connection_ids(topics)[np.asarray(which, dtype=np.intp)], stamps_ns, datas)
+        self._write([topics[k] for k in np.asarray(which, dtype=np.intp).tolist()], stamps_ns, datas)
 
-    def _connection_ids(self, topics: Sequence[str]) -> np.ndarray:
+    def _write(self, topics: list[str], stamps_ns: Sequence[int] | np.ndarray,
+               datas: Sequence[bytes | memoryview]) -> None:
+        mcap = self._require_open()
+        missing = set(topics) - self._channels.keys()
+        if missing:
+            raise SnapshotError(f"topic {sorted(missing)[0]} was not added to bag {self.path}")
+        stamps = np.asarray(stamps_ns, dtype=np.int64).reshape(-1)
+        if not stamps.size:
+            return
+        if int(stamps.min()) < 0:
+            raise SnapshotError(f"cannot write bag {self.path}: log time {int(stamps.min())} ns is negative")
+        channels = self._channels
         try:
-            return np.array([self._connections[topic].id for topic in topics], dtype=np.int64)
-        except KeyError as exc:
-            raise SnapshotError(f"topic {exc.args[0]} was not added to bag {self.path}") from None
-
-    def _write_ids(self, writer: _Writer, ids: np.ndarray, stamps_ns: Sequence[int] | np.ndarray,
-                   datas: Sequence[bytes | memoryview]) -> None:
-        try:
-            writer.write_many(ids, np.asarray(stamps_ns, dtype=np.int64), datas)
+            for topic, stamp, data in zip(topics, stamps.tolist(), datas, strict=True):
+                mcap.add_message(channels[topic], stamp, data, stamp)
         except OSError as exc:
             raise SnapshotError(f"cannot write bag {self.path}: {_os_error_text(exc)}") from exc
-        self.message_count += len(ids)
+        for topic, count in Counter(topics).items():
+            self._counts[topic] += count
+        self._first_ns = min(self._first_ns, int(stamps.min()))
+        self._last_ns = max(self._last_ns, int(stamps.max()))
+        self.message_count += len(topics)
 
     def write_message(self, topic: str, stamp_ns: int, msg: object) -> None:
         """Serialize a rosbags message object of the topic's type and write it."""
@@ -598,56 +324,25 @@ class BagWriter:
         self.write(topic, stamp_ns, self.typestore.serialize_cdr(msg, msgtype))
 
     # -- helpers -------------------------------------------------------------------
-    def _require_open(self) -> _Writer:
-        if self._writer is None:
+    def _require_open(self) -> McapWriter:
+        if self._mcap is None:
             raise SnapshotError(f"bag {self.path} is not open")
-        return self._writer
+        return self._mcap
 
     def _discard(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
         shutil.rmtree(self._work_dir, ignore_errors=True)
 
 
-def _iter_complete_chunks(path: Path) -> Iterator[tuple[int, bytes]]:
-    """Yield (opcode, body) of every record inside the complete chunks of an MCAP file.
-
-    Stops quietly at the first torn or unreadable record: the writer died there.
-    """
+def _complete_records(path: Path) -> Iterator[Any]:
+    """The records of an MCAP file up to where it is torn (chunks are whole or left out)."""
     with path.open("rb") as handle:
-        data = handle.read()
-    if not data.startswith(_MCAP_MAGIC):
-        return
-    pos = len(_MCAP_MAGIC)
-    while pos + 9 <= len(data):
-        opcode = data[pos]
-        (length,) = struct.unpack_from("<Q", data, pos + 1)
-        body_start, body_end = pos + 9, pos + 9 + length
-        if body_end > len(data):
-            return
-        pos = body_end
-        if opcode != 0x06:
-            continue
         try:
-            uncompressed_size, crc = struct.unpack_from("<QI", data, body_start + 16)
-            (name_len,) = struct.unpack_from("<I", data, body_start + 28)
-            compression = data[body_start + 32 : body_start + 32 + name_len].decode()
-            (compressed_size,) = struct.unpack_from("<Q", data, body_start + 32 + name_len)
-            start = body_start + 40 + name_len
-            chunk = mcap_decompress(data[start : start + compressed_size], compression, uncompressed_size, crc)
-        except Exception:  # noqa: BLE001 - a damaged chunk ends the salvage
+            yield from StreamReader(handle, validate_crcs=True).records
+        except Exception:  # noqa: BLE001, S110 - the writer died there
             return
-        inner = 0
-        while inner + 9 <= len(chunk):
-            (inner_len,) = struct.unpack_from("<Q", chunk, inner + 1)
-            end = inner + 9 + inner_len
-            if end > len(chunk):
-                return
-            yield chunk[inner], chunk[inner + 9 : end]
-            inner = end
-
-
-def _mcap_string(body: bytes, pos: int) -> tuple[str, int]:
-    (length,) = struct.unpack_from("<I", body, pos)
-    return body[pos + 4 : pos + 4 + length].decode(), pos + 4 + length
 
 
 def salvage_mcap(source: Path | str, target: Path | str, typestore: Typestore) -> int:
@@ -659,40 +354,31 @@ def salvage_mcap(source: Path | str, target: Path | str, typestore: Typestore) -
     Returns:
         the number of messages saved; 0 means nothing was written.
     """
-    schemas: dict[int, tuple[str, str]] = {}
-    channels: dict[int, tuple[str, str]] = {}
+    schemas: dict[int, Schema] = {}
+    topics: dict[int, tuple[str, str]] = {}
     messages: list[tuple[str, int, bytes]] = []
-    for opcode, body in _iter_complete_chunks(Path(source)):
-        try:
-            if opcode == 0x03:
-                (schema_id,) = struct.unpack_from("<H", body, 0)
-                name, pos = _mcap_string(body, 2)
-                _, pos = _mcap_string(body, pos)
-                text, _ = _mcap_string(body, pos)
-                schemas[schema_id] = (name, text)
-            elif opcode == 0x04:
-                channel_id, schema_id = struct.unpack_from("<HH", body, 0)
-                topic, _ = _mcap_string(body, 4)
-                channels[channel_id] = (topic, schemas[schema_id][0])
-                name, text = schemas[schema_id]
-                if name not in typestore.types and text:
-                    typestore.register(get_types_from_msg(text, name))
-            elif opcode == 0x05:
-                channel_id, log_time = struct.unpack_from("<H4xQ", body, 0)
-                if channel_id in channels:
-                    messages.append((channels[channel_id][0], log_time, body[22:]))
-        except Exception:  # noqa: BLE001 - keep what parsed before the damage
-            break
+    for record in _complete_records(Path(source)):
+        if isinstance(record, Schema):
+            schemas[record.id] = record
+        elif isinstance(record, Channel) and record.schema_id in schemas:
+            schema = schemas[record.schema_id]
+            if schema.name not in typestore.types and schema.encoding == "ros2msg" and schema.data:
+                try:
+                    typestore.register(get_types_from_msg(schema.data.decode(), schema.name))
+                except Exception:  # noqa: BLE001, S110 - its messages are left out
+                    pass
+            topics[record.id] = (record.topic, schema.name)
+        elif isinstance(record, Message) and record.channel_id in topics:
+            messages.append((topics[record.channel_id][0], record.log_time, record.data))
     if not messages:
         return 0
     with BagWriter(target, typestore) as bag:
-        for topic, msgtype in dict(channels.values()).items():
+        for topic, msgtype in dict(topics.values()).items():
             if msgtype in typestore.types:
                 bag.add_topic(topic, msgtype)
-        for topic, log_time, data in messages:
-            if topic in bag._msgtypes:
-                bag.write(topic, log_time, data)
-    return len(messages)
+        kept = [m for m in messages if m[0] in bag.topics]
+        bag.write_many([m[0] for m in kept], [m[1] for m in kept], [m[2] for m in kept])
+    return len(kept)
 
 
 def recover_partials(

@@ -282,7 +282,9 @@ def _read_streams(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns
         parser = make(bags.typestore) if make is not None else None
         if parser is not None:
             parsers[topic] = parser
-    columns, messages = bags.read_all(column_topics, command_topics + extra_topics, start_ns, stop_ns, parsers)
+    expected = {topic: _STREAM_TYPES[stream] for (_, stream), topic in wanted.items() if stream in _STREAM_TYPES}
+    columns, messages = bags.read_all(column_topics, command_topics + extra_topics, start_ns, stop_ns, parsers,
+                                      expected_types=expected)
     if extra is not None:
         extra.update({t: messages[t] for t in extra_topics})
     frames_needed = {k for k, v in config.intake.expected_frames.items() if v}
@@ -321,6 +323,10 @@ def _read_streams(bags: Any, config: ReplayConfig, start_ns: int | None, stop_ns
     return streams, wanted
 
 
+#: The message type each stream must have (checked before anything is read).
+_STREAM_TYPES = {"joint_states": "sensor_msgs/msg/JointState", "wrench": "geometry_msgs/msg/WrenchStamped",
+                 "ee_pose": "geometry_msgs/msg/PoseStamped", "object_pose": "geometry_msgs/msg/PoseStamped",
+                 "joint_trajectory": "trajectory_msgs/msg/JointTrajectory"}
 #: Receive-time lag spread (p99 above the minimum) beyond which a recording is suspect.
 LAG_WARNING_S = 0.1
 
