@@ -33,7 +33,8 @@ class SimulatedRobot:
         physics: the robot's own physics (a fresh ArmPhysics by default).
         rates_hz: publish rate per stream (0 disables a stream); each period must be a
             whole number of physics timesteps.
-        reality: optional RealityModel (the stand-in) acting on this robot's physics.
+        reality: optional RealityModel (the stand-in) acting on this robot's physics;
+            when its scenario's robot has no wrench sensor, no wrench stream is sampled.
 
     Raises:
         ConfigError: a rate is negative or not a whole number of timesteps.
@@ -53,6 +54,8 @@ class SimulatedRobot:
             if unknown:
                 raise ConfigError(f"unknown stream(s) {sorted(unknown)}; known: {list(DEFAULT_RATES_HZ)}")
             rates.update(rates_hz)
+        if reality is not None and not reality.sensors.wrench:
+            rates["wrench"] = 0.0
         step_ns = self.physics.timestep_ns
         self._period_steps: dict[str, int] = {}
         for stream, rate in rates.items():
