@@ -43,6 +43,10 @@ _EFFECT_TORQUE_NM = 1e-5
 _EFFECT_SPEED_RAD_S = 1e-6
 #: Least distance between a new obstacle and the arm before the obstacle collides, m.
 _OBSTACLE_CLEARANCE_M = 0.002
+#: A frozen stream takes effect once the true value leaves the latched one by more than
+#: this, per field (rad, rad/s, N m, N, m): a resting arm's readings settle by less.
+_FROZEN_EFFECT_ATOL = {"position": 1e-6, "velocity": 1e-5, "effort": 1e-4, "force": 1e-4, "torque": 1e-4,
+                       "orientation": 1e-6}
 #: Gain of the creep force towards the drift velocity, N/(m/s).
 _CREEP_GAIN_N_S_PER_M = 40.0
 
@@ -389,7 +393,8 @@ class RealityModel:
                     latched = self._frozen_values[inj.index]
                 values = {k: v.copy() for k, v in latched.items()}
                 touched = True
-                if any(not np.array_equal(latched[k], sample.values[k]) for k in latched):
+                if any(not np.allclose(latched[k], sample.values[k], rtol=0.0, atol=_FROZEN_EFFECT_ATOL[k])
+                       for k in latched):
                     self._note_effect(inj, elapsed_ns)
             elif kind == "nan_burst" and p["stream"] == stream:
                 if self.rng.random() < p["probability"]:
