@@ -19,6 +19,9 @@ ARM_JOINT_NAMES: tuple[str, ...] = ROBOTS["arm7"].joint_names
 #: Geoms whose friction and stiffness the `contact` injections change.
 CONTACT_GEOM_NAMES: tuple[str, ...] = ("table", "object_geom", "tool_tip", "tool_shaft")
 
+#: MuJoCo warnings that mean the state blew up (MuJoCo then resets it).
+_UNSTABLE = (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADQPOS)
+
 #: Collision bits of world geoms (see arm.xml).
 _WORLD_CONTYPE = 1
 _WORLD_CONAFFINITY = 1
@@ -129,8 +132,20 @@ class ArmPhysics:
             SimulationError: the state became non-finite (MuJoCo reset it and warned).
         """
         mujoco.mj_step(self.model, self.data, nstep=int(n))
+        self.check_stable()
+
+    def step_unchecked(self) -> None:
+        """Advance one timestep without the stability check (call ``check_stable`` after a run of them)."""
+        mujoco.mj_step(self.model, self.data)
+
+    def check_stable(self) -> None:
+        """Raise if MuJoCo has reported an unstable state since the last reset.
+
+        Raises:
+            SimulationError: naming the warning and the time.
+        """
         warnings = self.data.warning
-        for kind in (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADQPOS):
+        for kind in _UNSTABLE:
             if warnings[kind].number:
                 raise SimulationError(f"MuJoCo reported an unstable state ({kind.name}) at t={self.data.time:.3f} s")
 

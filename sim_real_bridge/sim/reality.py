@@ -63,6 +63,13 @@ class StreamSample:
     stream: str
     stamp_ns: int
     values: dict[str, np.ndarray]
+    #: Physics time the sample was taken (None: ``stamp_ns``); the sensor kinds may move
+    #: the stamp (stamp_jitter), never this.
+    time_ns: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.time_ns is None:
+            object.__setattr__(self, "time_ns", self.stamp_ns)
 
 
 class RealityModel:
@@ -84,6 +91,7 @@ class RealityModel:
         self.scenario = scenario
         self.rng = rng
         self.sensors: Sensors = scenario.sensors
+        self._ideal_sensors = scenario.sensors.ideal
         self._noise_rng = rng.spawn(1)[0]
         self._physical = [inj for inj in scenario.injections if inj.kind in PHYSICAL_KINDS]
         self._sensor = [inj for inj in scenario.injections if inj.kind in SENSOR_KINDS]
@@ -347,7 +355,7 @@ class RealityModel:
         streams and ideal sensors pass unchanged.
         """
         sensors = self.sensors
-        if sample.stream != "joint_states" or sensors.ideal:
+        if self._ideal_sensors or sample.stream != "joint_states":
             return sample
         values = dict(sample.values)
         q = values["position"]
