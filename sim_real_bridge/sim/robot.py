@@ -75,6 +75,11 @@ class SimulatedRobot:
         self._step_index = int(round(self.physics.time_ns / step_ns))
 
     @property
+    def streams(self) -> tuple[str, ...]:
+        """The streams this robot samples (rate above 0)."""
+        return tuple(self._period_steps)
+
+    @property
     def time_ns(self) -> int:
         """Physics time, ns since reset."""
         return self.physics.time_ns

@@ -39,6 +39,7 @@ class RobotSpec:
         velocity_max_rad_s: joint speed limits of the command mirror (config/robot_limits.yaml).
         home_tip_m: tool-tip position at the home keyframe (tool pointing down).
         reach_waypoints: the ``reach`` cycle's tool-tip legs (position, leg duration s).
+        limits_file: the command mirror's limits for this robot, in the package's config/.
         injection_defaults: per-robot defaults of injection parameters that name links or
             joints or place things in the robot's workspace, by (kind, parameter).
     """
@@ -58,6 +59,7 @@ class RobotSpec:
         ((0.38, 0.00, 0.75), 1.5),
     )
     injection_defaults: Mapping[tuple[str, str], Any] = field(default_factory=dict)
+    limits_file: str = "robot_limits.yaml"
 
     @property
     def model_path(self) -> Path:
@@ -97,6 +99,7 @@ UR6 = RobotSpec(
         ("joint_stall", "joint"): "elbow_joint",
         ("obstacle", "position_m"): (0.47, 0.12, 0.55),
     },
+    limits_file="robot_limits_ur6.yaml",
 )
 
 PANDA7 = RobotSpec(
@@ -113,6 +116,7 @@ PANDA7 = RobotSpec(
         ("joint_stall", "joint"): "panda_joint4",
         ("obstacle", "position_m"): (0.47, 0.12, 0.55),
     },
+    limits_file="robot_limits_panda7.yaml",
 )
 
 #: Every built-in robot by name; ``arm7`` is the default.

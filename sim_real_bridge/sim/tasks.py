@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sim_real_bridge.errors import ConfigError
-from sim_real_bridge.sim.physics import ArmPhysics
 from sim_real_bridge.sim.robots import DEFAULT_ROBOT, RobotSpec, robot_spec
 from sim_real_bridge.sim.trajectory import JointTrajectoryData, TrajectoryPoint
+
+if TYPE_CHECKING:  # MuJoCo loads only when a cycle is built: scenario validation does not need it
+    from sim_real_bridge.sim.physics import ArmPhysics
 
 #: Names of the built-in programs.
 TASKS: tuple[str, ...] = ("reach", "wipe", "push", "tour")
@@ -210,6 +213,8 @@ def build_cycle(kind: str, robot: str = DEFAULT_ROBOT) -> JointTrajectoryData:
     spec = robot_spec(robot)
     if kind not in CYCLE_CONTACT:
         raise ConfigError(f"unknown cycle {kind!r}; expected one of reach, wipe, push")
+    from sim_real_bridge.sim.physics import ArmPhysics
+
     physics = ArmPhysics(robot=spec.name)
     home_q = physics.home_q_rad
     home_pos, _ = physics.ee_pose()
