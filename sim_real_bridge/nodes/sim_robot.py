@@ -249,9 +249,10 @@ class SimRobotNode(Node):
 
     def destroy_node(self) -> None:
         """Stop the physics thread, then destroy the node."""
-        self._stop.set()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout=5.0)
+        if hasattr(self, "_thread"):  # absent when __init__ refused its parameters
+            self._stop.set()
+            if self._thread.is_alive() and threading.current_thread() is not self._thread:
+                self._thread.join(timeout=5.0)
         super().destroy_node()
 
     def _on_tick(self) -> None:
