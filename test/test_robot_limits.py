@@ -75,10 +75,12 @@ def test_robot_argument_overrides_the_scenario(repo_root):
     assert explicit["command_mirror"].parameter_files[0] == own
 
 
-def test_bad_robot_choices_are_refused(repo_root):
+def test_bad_robot_choices_are_refused(repo_root, tmp_path):
     with pytest.raises(ConfigError, match="robot must be one of arm7, ur6, panda7, got 'kuka'"):
         demo_graph(GraphOptions(config_dir=repo_root / "config", robot="kuka"))
-    # unauthored_joint_stall names joint4: it does not exist on the UR.
-    with pytest.raises(ScenarioError, match=r"unauthored_joint_stall\.yaml: injections\[0\]\.params\.joint: "
-                                            r"must be one of shoulder_pan_joint"):
-        demo_graph(GraphOptions(config_dir=repo_root / "config", scenario="unauthored_joint_stall", robot="ur6"))
+    stall = tmp_path / "stall.yaml"
+    stall.write_text(yaml.safe_dump({"name": "stall", "seed": 1, "duration_s": 10, "task": "reach", "injections": [
+        {"category": "unauthored", "kind": "joint_stall", "start_s": 1, "end_s": 2, "params": {"joint": "joint4"}}]}))
+    # joint4 is arm7's: the UR has no such joint.
+    with pytest.raises(ScenarioError, match=r"stall\.yaml: injections\[0\]\.params\.joint: must be one of shoulder_pan_joint"):
+        demo_graph(GraphOptions(config_dir=repo_root / "config", scenario=str(stall), robot="ur6"))
