@@ -96,14 +96,18 @@ def test_sim_robot_follows_a_trajectory_and_publishes_streams(ros):
     objects = collect(helper, PoseStamped, "/sim/object_pose")
     rtf = collect(helper, Float64, "/sim/sim_robot/realtime_factor", 10)
     command = helper.create_publisher(JointTrajectory, "/sim/sim_robot/joint_trajectory", COMMAND_QOS)
-    ros.spin_until(lambda: joints and wrenches and ee and objects and command.get_subscription_count(), "streams")
+    ros.spin_until(lambda: len(joints) > 20 and wrenches and ee and objects and command.get_subscription_count(),
+                   "streams")
 
     assert list(joints[-1].name) == list(ARM_JOINT_NAMES)
     assert wrenches[-1].header.frame_id == "ft_sensor"
     assert ee[-1].header.frame_id == "world" and objects[-1].header.frame_id == "world"
-    # Stamps come from physics time: exactly one 500 Hz period apart.
-    stamps = [robot_msgs.stamp_to_ns(m.header.stamp) for m in joints[-5:]]
-    assert set(np.diff(stamps)) <= {2_000_000, 4_000_000, 6_000_000}
+    # Stamps come from physics time: whole 500 Hz periods apart (a best-effort subscriber on
+    # a loaded machine may miss some messages, never see a stamp off the period).
+    stamps = np.array([robot_msgs.stamp_to_ns(m.header.stamp) for m in joints[-20:]])
+    gaps = np.diff(stamps)
+    assert np.all(gaps > 0) and np.all(gaps % 2_000_000 == 0), gaps
+    assert np.median(gaps) == 2_000_000
 
     target = ArmPhysics().home_q_rad + 0.2
     command.publish(trajectory_msg(target))
