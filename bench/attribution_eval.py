@@ -1,32 +1,45 @@
-"""Attribution quality on scenarios, without ROS: sim and stand-in side by side, scored.
+"""Attribution quality without ROS: sim and stand-in side by side in-process, analysed, scored.
 
-For each scenario the simulator (SimulatedRobot) and the stand-in (SimulatedRobot with a
-RealityModel) step in lockstep at the physics rate (1 kHz) on the same command
-program; the stand-in receives each command a little later, as over a network. Their
-samples (joint_states and wrench at 500 Hz, poses at 100 Hz) get a clock offset on the
-real side and realistic receive delays (base + exponential jitter), are sorted in
-receive order and fed to the DivergenceEngine through ``analyze_streams`` (ticks every
-20 ms, like the live node). Events are scored against the scenario's injections with
-``core.scoring.score_events``.
+Each scenario runs through ``sim_real_bridge.sim.lockstep.run_lockstep``: the simulator and
+the stand-in step at the physics rate (1 kHz) on the same command program, the stand-in
+hearing each command 0-2 ms later; their streams reach the monitor with a clock offset on
+the real side and receive delays of 1 ms plus exponential jitter, in order per stream.
+``to_analyze_messages`` (the one adapter to today's analysis) turns those columns into
+``core.engine.analyze_streams`` input (ticks every 20 ms, like the live node). Events are
+scored against the truth the demo would record (from each injection's effect start) with
+DESIGN.md's matching rule (``core.scoring.score_events``).
 
 Usage:
-    python bench/attribution_eval.py --json [--scenarios DIR_OR_FILE ...] [--cache DIR]
+    python bench/attribution_eval.py --json --seeds A:B [--robot NAME] [--workers N]
+    python bench/attribution_eval.py --json [--scenarios DIR_OR_FILE ...] [--only STEM ...] [--cache DIR]
 
-Prints one JSON object: per scenario the events, the scores and timing; an "aggregate"
-block with per-category precision/recall/F1, median detection delay, nominal false
-events per ten minutes and whether the product targets are met (F1 >= 0.9, median
-delay <= 0.5 s, nominal <= 1 event per 10 min).
+``--seeds A:B`` runs the generated scenarios of seeds A .. B-1 (``sim-real-bridge scenarios
+generate``), in parallel over the cores, and prints one JSON object: ``per_robot`` -> robot
+-> category -> {precision, recall, f1, median_delay_s, p90_delay_s, n_events, n_truth}, the
+same pooled over every robot in ``overall``, ``kind_accuracy`` (matched events whose kind
+is the injected kind), ``nominal_false_per_hour`` (events per hour of scenarios without
+injections), per-robot versions of those two, and a row per scenario. Seeds below 10000
+are for development; seeds from 100000 up are for outside evaluation only.
+
+``--scenarios`` runs scenario files (default: the built-in library and
+test/data/scenarios_extra) one after the other and prints per scenario the events and
+scores plus an ``aggregate`` block (per-category figures, nominal events per ten minutes,
+whether the product targets are met).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
+import multiprocessing
+import os
 import pickle
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -35,124 +48,59 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from sim_real_bridge.core.engine import EngineConfig, analyze_streams  # noqa: E402
-from sim_real_bridge.core.scoring import CATEGORIES, score_events  # noqa: E402
+from sim_real_bridge.core.scoring import CATEGORIES, match_matrix, score_events  # noqa: E402
+from sim_real_bridge.core.summary import TruthCollector  # noqa: E402
+from sim_real_bridge.sim.lockstep import LockstepRun, Transport, run_lockstep  # noqa: E402
 
-REAL_CLOCK_OFFSET_NS = 1_234_567_890_123  # the real robot's clock runs elsewhere
-MONITOR_EPOCH_NS = 1_700_000_000_000_000_000
+_POSE_WHICH = {"ee_pose": "ee", "object_pose": "object"}
 
 
-def simulate(
-    scenario_path: Path, seed_offset: int = 0, cmd_delay_ms: int | None = None, recv_jitter_ms: float = 0.4
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Run sim and stand-in side by side; return (messages in receive order, meta).
+# --------------------------------------------------------------------------- adapter
+def to_analyze_messages(run: LockstepRun) -> Iterator[dict[str, Any]]:
+    """The run's columns as today's ``analyze_streams`` input: message dicts in receive order.
 
-    Args:
-        scenario_path: scenario YAML.
-        seed_offset: varies the transport randomness.
-        cmd_delay_ms: how much later the stand-in hears each command (None: 0-2 ms at random).
-        recv_jitter_ms: mean of the exponential part of the receive delays.
+    Commands carry no points (the engine only notes their receipt).
     """
-    from sim_real_bridge.sim.physics import ArmPhysics
-    from sim_real_bridge.sim.reality import RealityModel
-    from sim_real_bridge.sim.robot import SimulatedRobot
-    from sim_real_bridge.sim.scenario import load_scenario
-    from sim_real_bridge.sim.tasks import build_program
+    names = list(run.joint_names)
+    columns: list[tuple[str, str, Any]] = [("", "command", None)]
+    recv = [run.commands.recv_ns]
+    for side, streams in run.streams.items():
+        for stream, cols in streams.items():
+            columns.append((side, stream, cols))
+            recv.append(cols.recv_ns)
+    source = [np.full(len(r), k, dtype=np.int64) for k, r in enumerate(recv)]
+    index = [np.arange(len(r), dtype=np.int64) for r in recv]
+    recv_all = np.concatenate(recv)
+    order = np.argsort(recv_all, kind="stable")
+    source_all, index_all = np.concatenate(source)[order], np.concatenate(index)[order]
+    for r, s, i in zip(recv_all[order].tolist(), source_all.tolist(), index_all.tolist()):
+        side, stream, cols = columns[s]
+        if stream == "command":
+            yield {"type": "command", "stamp_ns": 0, "recv_ns": r, "names": names, "points": []}
+            continue
+        v = cols.values
+        stamp = int(cols.stamp_ns[i])
+        if stream == "joint_states":
+            yield {"type": "joint_state", "side": side, "stamp_ns": stamp, "recv_ns": r, "names": names,
+                   "q_rad": v["position"][i], "qd_rad_s": v["velocity"][i], "effort": v["effort"][i]}
+        elif stream == "wrench":
+            yield {"type": "wrench", "side": side, "stamp_ns": stamp, "recv_ns": r,
+                   "force_n": v["force"][i], "torque_nm": v["torque"][i]}
+        else:
+            yield {"type": "pose", "side": side, "which": _POSE_WHICH[stream], "stamp_ns": stamp, "recv_ns": r,
+                   "position_m": v["position"][i], "orientation_wxyz": v["orientation"][i]}
 
-    scenario = load_scenario(scenario_path)
-    rng = np.random.default_rng(scenario.seed + 1000 * seed_offset)
-    program = build_program(scenario.task, scenario.duration_s)
-    sim = SimulatedRobot()
-    real_physics = ArmPhysics()
-    real = SimulatedRobot(physics=real_physics,
-                          reality=RealityModel(real_physics, scenario, np.random.default_rng(scenario.seed)))
-    step_ns = sim.physics.timestep_ns
-    names = list(sim.physics.joint_names)
-    pre_roll_ns = 500_000_000  # streams flow before the first command
-    end_ns = pre_roll_ns + int(round(scenario.duration_s * 1e9))
-    pending_sim = [(pre_roll_ns + off, traj) for off, traj in program.segments]
-    if cmd_delay_ms is None:
-        cmd_delay_ns = int(rng.integers(0, 3)) * step_ns  # the stand-in hears commands 0-2 ms later
-    else:
-        cmd_delay_ns = int(cmd_delay_ms) * step_ns
-    pending_real = [(t + cmd_delay_ns, traj) for t, traj in pending_sim]
-    messages: list[dict[str, Any]] = []
 
-    last_recv: dict[tuple[str, str], int] = {}
-
-    def emit(side: str, samples: list, true_ns: int) -> None:
-        for s in samples:
-            stamp = s.stamp_ns + (REAL_CLOCK_OFFSET_NS if side == "real" else 0)
-            # One writer per topic: DDS delivers in order, so delays queue (FIFO).
-            recv = MONITOR_EPOCH_NS + true_ns + int(1_000_000 + rng.exponential(recv_jitter_ms * 1e6))
-            recv = max(recv, last_recv.get((side, s.stream), 0) + 1)
-            last_recv[(side, s.stream)] = recv
-            v = s.values
-            if s.stream == "joint_states":
-                messages.append(dict(type="joint_state", side=side, stamp_ns=stamp, recv_ns=recv, names=names,
-                                     q_rad=v["position"], qd_rad_s=v["velocity"], effort=v["effort"]))
-            elif s.stream == "wrench":
-                messages.append(dict(type="wrench", side=side, stamp_ns=stamp, recv_ns=recv,
-                                     force_n=v["force"], torque_nm=v["torque"]))
-            else:
-                which = "ee" if s.stream == "ee_pose" else "object"
-                messages.append(dict(type="pose", side=side, which=which, stamp_ns=stamp, recv_ns=recv,
-                                     position_m=v["position"], orientation_wxyz=v["orientation"]))
-
-    while sim.time_ns < end_ns:
-        now = sim.time_ns
-        while pending_sim and pending_sim[0][0] <= now:
-            t_cmd, traj = pending_sim.pop(0)
-            sim.command(traj)
-            messages.append(dict(type="command", stamp_ns=0, recv_ns=MONITOR_EPOCH_NS + now + 300_000,
-                                 names=names, points=[]))
-        while pending_real and pending_real[0][0] <= real.time_ns:
-            real.command(pending_real.pop(0)[1])
-        emit("sim", sim.advance(now + step_ns), now + step_ns)
-        emit("real", real.advance(now + step_ns), now + step_ns)
-    messages.sort(key=lambda m: m["recv_ns"])
-    # Truth as the live demo records it: from when each injection changed reality.
-    from sim_real_bridge.core.summary import TruthCollector
-
+# --------------------------------------------------------------------------- one run
+def truth_of(run: LockstepRun) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(truth, injections without effect) as the live demo records them from the stand-in's labels."""
     labels = TruthCollector()
-    reality = real.reality
-    labels.add(scenario.duration_s, [
-        {"category": i.category, "kind": i.kind, "start_s": i.start_s, "end_s": i.end_s, "active": False,
-         "effect_start_s": float("nan") if reality.effect_start_s(i) is None else reality.effect_start_s(i)}
-        for i in scenario.injections])
-    truth = labels.truth(scenario.duration_s)
-    meta = {"name": scenario.name, "task": scenario.task, "duration_s": scenario.duration_s, "truth": truth,
-            "without_effect": labels.without_effect(scenario.duration_s)}
-    return messages, meta
+    duration_s = run.scenario.duration_s
+    labels.add(duration_s, [{**label, "active": False} for label in run.labels])
+    return labels.truth(duration_s), labels.without_effect(duration_s)
 
 
-def load_or_simulate(
-    path: Path, cache: Path | None, cmd_delay_ms: int | None = None, recv_jitter_ms: float = 0.4
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Simulate a scenario, or read the cached run of the same inputs."""
-    if cache is not None:
-        import hashlib
-
-        sim_dir = REPO / "sim_real_bridge" / "sim"
-        h = hashlib.sha1(path.read_bytes())
-        for source in sorted(sim_dir.rglob("*")):
-            if source.suffix in (".py", ".xml"):
-                h.update(source.read_bytes())
-        h.update(Path(__file__).read_bytes())
-        h.update(repr((cmd_delay_ms, recv_jitter_ms)).encode())
-        digest = h.hexdigest()[:12]
-        cached = cache / f"{path.stem}-{digest}.pkl"
-        if cached.exists():
-            with cached.open("rb") as fh:
-                return pickle.load(fh)
-    result = simulate(path, cmd_delay_ms=cmd_delay_ms, recv_jitter_ms=recv_jitter_ms)
-    if cache is not None:
-        cache.mkdir(parents=True, exist_ok=True)
-        with cached.open("wb") as fh:
-            pickle.dump(result, fh)
-    return result
-
-
-def evaluate(messages: list[dict[str, Any]], meta: dict[str, Any], config: EngineConfig | None = None) -> dict[str, Any]:
+def evaluate(messages: Any, meta: dict[str, Any], config: EngineConfig | None = None) -> dict[str, Any]:
     """Run the engine on one scenario's messages and score its events."""
     engine, _ = analyze_streams(messages, config)
     summary = engine.run_summary()
@@ -161,24 +109,109 @@ def evaluate(messages: list[dict[str, Any]], meta: dict[str, Any], config: Engin
     return {"events": events, "truth": meta["truth"], "scores": scores, "timing": summary["timing"]}
 
 
-def aggregate(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Pool events and truths over scenarios (each scenario's own matching) per category."""
-    per_cat: dict[str, dict[str, Any]] = {}
+def run_and_evaluate(run: LockstepRun) -> dict[str, Any]:
+    """Analyse one lockstep run and score it; the scenario's facts beside the scores."""
+    truth, without_effect = truth_of(run)
+    scenario = run.scenario
+    meta = {"truth": truth, "duration_s": scenario.duration_s}
+    result = evaluate(to_analyze_messages(run), meta)
+    result.update(name=scenario.name, robot=scenario.robot, task=scenario.task, duration_s=scenario.duration_s,
+                  nominal=not scenario.injections, without_effect=without_effect,
+                  sensors=dataclasses.asdict(scenario.sensors))
+    return result
+
+
+def run_seed(task: tuple[int, str | None]) -> dict[str, Any]:
+    """Worker: generate the scenario of a seed, run it in lockstep, analyse and score it."""
+    from sim_real_bridge.sim.generate import generate_scenario
+    from sim_real_bridge.sim.scenario import parse_scenario
+
+    seed, robot = task
+    scenario = parse_scenario(generate_scenario(seed, robot), source=f"seed {seed}")
+    started = time.perf_counter()
+    result = run_and_evaluate(run_lockstep(scenario))
+    result.update(seed=seed, wall_s=round(time.perf_counter() - started, 2))
+    return result
+
+
+# --------------------------------------------------------------------------- pooling
+def pool_categories(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per category over scenarios: precision, recall, F1 of the pooled counts, delay median and p90."""
+    out: dict[str, dict[str, Any]] = {}
     for cat in CATEGORIES:
-        n_ev = m_ev = n_tr = m_tr = 0
-        delays: list[float] = []
-        for res in results.values():
-            block = res["scores"]["per_category"][cat]
-            n_ev += block["n_events"]
-            m_ev += block["matched_events"]
-            n_tr += block["n_truth"]
-            m_tr += block["matched_truth"]
-            delays += block["delays_s"]
+        blocks = [res["scores"]["per_category"][cat] for res in results]
+        n_ev = sum(b["n_events"] for b in blocks)
+        m_ev = sum(b["matched_events"] for b in blocks)
+        n_tr = sum(b["n_truth"] for b in blocks)
+        m_tr = sum(b["matched_truth"] for b in blocks)
+        delays = [d for b in blocks for d in b["delays_s"]]
         p = 1.0 if n_ev == 0 else m_ev / n_ev
         r = 1.0 if n_tr == 0 else m_tr / n_tr
-        per_cat[cat] = {"precision": p, "recall": r, "f1": 0.0 if p + r == 0 else 2 * p * r / (p + r),
-                        "n_events": n_ev, "n_truth": n_tr,
-                        "median_delay_s": float(np.median(delays)) if delays else None}
+        out[cat] = {"precision": p, "recall": r, "f1": 0.0 if p + r == 0 else 2 * p * r / (p + r),
+                    "median_delay_s": float(np.median(delays)) if delays else None,
+                    "p90_delay_s": float(np.percentile(delays, 90)) if delays else None,
+                    "n_events": n_ev, "n_truth": n_tr}
+    return out
+
+
+def kind_accuracy(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Share of matched events whose kind is the kind of a truth entry they match."""
+    matched = right = 0
+    for res in results:
+        events, truth = res["events"], res["truth"]
+        if not events or not truth:
+            continue
+        matches = match_matrix(events, truth)
+        for i, event in enumerate(events):
+            hits = np.flatnonzero(matches[i])
+            if hits.size:
+                matched += 1
+                right += any(truth[j].get("kind") == event["kind"] for j in hits)
+    return {"kind_accuracy": right / matched if matched else None, "matched_events": matched}
+
+
+def nominal_false_per_hour(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Events per hour over the scenarios without injections."""
+    nominal = [res for res in results if res["nominal"]]
+    hours = sum(res["duration_s"] for res in nominal) / 3600.0
+    events = sum(len(res["events"]) for res in nominal)
+    return {"nominal_false_per_hour": events / hours if hours else None, "nominal_hours": hours,
+            "nominal_events": events}
+
+
+def seeds_report(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``--seeds`` JSON: per robot and overall figures, kind accuracy, nominal false rate, rows."""
+    robots = sorted({res["robot"] for res in results})
+    by_robot = {robot: [res for res in results if res["robot"] == robot] for robot in robots}
+    accuracy = kind_accuracy(results)
+    nominal = nominal_false_per_hour(results)
+    return {
+        "per_robot": {robot: pool_categories(rows) for robot, rows in by_robot.items()},
+        "overall": pool_categories(results),
+        "kind_accuracy": accuracy["kind_accuracy"],
+        "nominal_false_per_hour": nominal["nominal_false_per_hour"],
+        "kind_accuracy_per_robot": {robot: kind_accuracy(rows)["kind_accuracy"] for robot, rows in by_robot.items()},
+        "nominal_false_per_hour_per_robot": {robot: nominal_false_per_hour(rows)["nominal_false_per_hour"]
+                                             for robot, rows in by_robot.items()},
+        "matched_events": accuracy["matched_events"],
+        "nominal_hours": nominal["nominal_hours"],
+        "scenario_count": len(results),
+        "scenarios": [_row(res) for res in results],
+    }
+
+
+def _row(res: dict[str, Any]) -> dict[str, Any]:
+    return {"seed": res.get("seed"), "robot": res["robot"], "task": res["task"], "duration_s": res["duration_s"],
+            "truth": [f"{t['category']}/{t['kind']}@{t['start_s']:.2f}-{t['end_s']:.2f}" for t in res["truth"]],
+            "events": [f"{e['category']}/{e['kind']}@{e['start_s']:.2f}-"
+                       f"{'open' if e['end_s'] is None else format(e['end_s'], '.2f')}" for e in res["events"]],
+            "without_effect": [f"{w['category']}/{w['kind']}" for w in res["without_effect"]],
+            "wall_s": res.get("wall_s")}
+
+
+def aggregate(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The ``--scenarios`` aggregate (also bench/live_eval.py's): pooled per category, targets."""
+    per_cat = pool_categories(list(results.values()))
     nominal = [res for res in results.values() if not res["truth"]]
     nominal_s = sum(res["duration_s"] for res in nominal)
     nominal_events = sum(len(res["events"]) for res in nominal)
@@ -198,40 +231,101 @@ def aggregate(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--scenarios", nargs="*", type=Path,
-                        default=[REPO / "config" / "scenarios", REPO / "test" / "data" / "scenarios_extra"],
-                        help="scenario files or directories")
-    parser.add_argument("--cache", type=Path, default=None, help="cache simulated runs here")
-    parser.add_argument("--only", nargs="*", default=None, help="scenario stems to run")
-    parser.add_argument("--cmd-delay-ms", type=int, default=None,
-                        help="the stand-in hears commands this much later (default: 0-2 ms at random)")
-    parser.add_argument("--recv-jitter-ms", type=float, default=0.4, help="mean receive-delay jitter")
-    args = parser.parse_args(argv)
+# --------------------------------------------------------------------------- modes
+def parse_seeds(text: str) -> range:
+    """``A:B`` -> range(A, B) (B exclusive), 0 <= A < B."""
+    try:
+        first, last = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected A:B with whole numbers, got {text!r}") from None
+    if not 0 <= first < last:
+        raise argparse.ArgumentTypeError(f"expected 0 <= A < B, got {text!r}")
+    return range(first, last)
+
+
+def run_seeds(seeds: range, robot: str | None, workers: int) -> list[dict[str, Any]]:
+    """Every seed's result, in seed order, computed by ``workers`` processes."""
+    tasks = [(seed, robot) for seed in seeds]
+    if workers <= 1:
+        results = [run_seed(task) for task in tasks]
+    else:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            results = list(pool.imap_unordered(run_seed, tasks, chunksize=1))
+    return sorted(results, key=lambda res: res["seed"])
+
+
+def run_scenario_file(path: Path, cache: Path | None, transport: Transport) -> dict[str, Any]:
+    """One scenario file, its lockstep run cached by inputs when ``cache`` is set."""
+    from sim_real_bridge.sim.scenario import load_scenario
+
+    cached = None
+    if cache is not None:
+        digest = hashlib.sha1(path.read_bytes())
+        for source in sorted((REPO / "sim_real_bridge" / "sim").rglob("*")):
+            if source.suffix in (".py", ".xml"):
+                digest.update(source.read_bytes())
+        digest.update(repr(transport).encode())
+        cached = cache / f"{path.stem}-{digest.hexdigest()[:12]}.pkl"
+        if cached.exists():
+            with cached.open("rb") as fh:
+                return run_and_evaluate(pickle.load(fh))
+    run = run_lockstep(load_scenario(path), transport)
+    if cached is not None:
+        cache.mkdir(parents=True, exist_ok=True)
+        with cached.open("wb") as fh:
+            pickle.dump(run, fh)
+    return run_and_evaluate(run)
+
+
+def _scenario_paths(args: argparse.Namespace) -> list[Path]:
     paths: list[Path] = []
     for p in args.scenarios:
         paths += sorted(p.glob("*.yaml")) if p.is_dir() else [p]
     if args.only:
         paths = [p for p in paths if p.stem in args.only]
-    results: dict[str, dict[str, Any]] = {}
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--seeds", type=parse_seeds, default=None, help="generated scenarios of seeds A..B-1")
+    parser.add_argument("--robot", default=None, help="with --seeds: every scenario on this robot")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="with --seeds: processes")
+    parser.add_argument("--scenarios", nargs="*", type=Path,
+                        default=[REPO / "config" / "scenarios", REPO / "test" / "data" / "scenarios_extra"],
+                        help="scenario files or directories (without --seeds)")
+    parser.add_argument("--cache", type=Path, default=None, help="cache lockstep runs of scenario files here")
+    parser.add_argument("--only", nargs="*", default=None, help="scenario stems to run")
+    parser.add_argument("--cmd-delay-ms", type=int, default=None,
+                        help="the stand-in hears commands this much later (default: 0-2 ms at random)")
+    parser.add_argument("--recv-jitter-ms", type=float, default=0.4, help="mean receive-delay jitter")
+    args = parser.parse_args(argv)
     started = time.perf_counter()
-    for path in paths:
-        messages, meta = load_or_simulate(path, args.cache, args.cmd_delay_ms, args.recv_jitter_ms)
-        res = evaluate(messages, meta)
-        res["duration_s"] = meta["duration_s"]
+    if args.seeds is not None:
+        from sim_real_bridge.sim.robots import ROBOTS
+
+        if args.robot is not None and args.robot not in ROBOTS:
+            parser.error(f"--robot must be one of {', '.join(ROBOTS)}, got {args.robot!r}")
+        report = seeds_report(run_seeds(args.seeds, args.robot, max(1, args.workers)))
+        report.update(seeds=f"{args.seeds.start}:{args.seeds.stop}", robot=args.robot, workers=args.workers,
+                      elapsed_s=round(time.perf_counter() - started, 1))
+        print(json.dumps(report, default=float) if args.json else json.dumps(
+            {k: v for k, v in report.items() if k != "scenarios"}, indent=1, default=float))
+        return 0
+    transport = Transport(
+        real_command_delay_ns=None if args.cmd_delay_ms is None else args.cmd_delay_ms * 1_000_000,
+        recv_jitter_mean_ns=args.recv_jitter_ms * 1e6,
+    )
+    results: dict[str, dict[str, Any]] = {}
+    for path in _scenario_paths(args):
+        res = run_scenario_file(path, args.cache, transport)
         results[f"{path.parent.name}/{path.stem}"] = res
         if not args.json:
-            ev = [(e["category"], e["kind"], round(e["start_s"], 2), round(e["end_s"], 2)) for e in res["events"]]
-            tr = [(t["category"], t["kind"], t["start_s"], t["end_s"]) for t in res["truth"]]
-            print(f"{path.stem}: macro_f1={res['scores']['overall']['macro_f1']:.2f} truth={tr} events={ev}",
+            print(f"{path.stem}: macro_f1={res['scores']['overall']['macro_f1']:.2f} {json.dumps(_row(res))}",
                   flush=True)
     out = {"scenarios": results, "aggregate": aggregate(results), "elapsed_s": time.perf_counter() - started}
-    if args.json:
-        print(json.dumps(out, default=float))
-    else:
-        print(json.dumps(out["aggregate"], indent=1, default=float))
+    print(json.dumps(out, default=float) if args.json else json.dumps(out["aggregate"], indent=1, default=float))
     return 0
 
 

@@ -3,7 +3,7 @@
     sim-real-bridge demo [--scenario NAME|PATH] [--duration S] [--summary PATH] [--record DIR]
     sim-real-bridge replay BAG_OR_DIR... --out DIR [--workers N]
     sim-real-bridge inspect BAG... [--json]
-    sim-real-bridge scenarios
+    sim-real-bridge scenarios [generate --seed S --count N --out DIR [--robot NAME]]
     sim-real-bridge graph {demo,bridge}
 
 Subcommands import what they need when they run, so ``replay`` and ``scenarios``
@@ -13,6 +13,7 @@ work from a plain ``pip install`` without ROS 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +28,16 @@ def _positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a seed >= 0, got {text!r}")
     return value
 
 
@@ -55,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--record", type=Path, default=None, help="record every topic to this directory as a rosbag2 MCAP bag")
     demo.add_argument("--out", type=Path, default=Path("out/demo"), help="output directory for snapshots, event log and logs (default: out/demo)")
     demo.add_argument("--no-live", action="store_true", help="no live terminal view; print progress lines instead")
+    demo.add_argument("--robot", default=None, help="built-in robot (arm7, ur6, panda7; default: the scenario's robot)")
 
     replay = sub.add_parser("replay", help="analyse recorded rosbag2 bags (MCAP or sqlite3) without ROS")
     replay.add_argument("bags", nargs="+", type=Path, metavar="BAG_OR_DIR", help="bag files, bag directories, or directories of bags")
@@ -67,7 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
                          help="bag files or directories, read as one recording")
     inspect.add_argument("--json", action="store_true", help="print one JSON object")
 
-    sub.add_parser("scenarios", help="list the built-in scenarios")
+    scenarios = sub.add_parser("scenarios", help="list the built-in scenarios, or generate random ones")
+    scenario_sub = scenarios.add_subparsers(dest="scenarios_command", metavar="generate")
+    generate = scenario_sub.add_parser(
+        "generate", help="write N random valid scenarios, deterministic per seed (seeds >= 100000: outside evaluation)"
+    )
+    generate.add_argument("--seed", type=_seed, required=True, help="seed of the first scenario (scenario i has seed S+i)")
+    generate.add_argument("--count", type=_positive_int, default=1, help="number of scenarios (default: 1)")
+    generate.add_argument("--out", type=Path, required=True, help="directory for gen_<seed>.yaml files")
+    generate.add_argument("--robot", default=None, help="built-in robot for every scenario (default: drawn per scenario)")
 
     graph = sub.add_parser("graph", help="print the node graph the launch files and the demo start")
     graph.add_argument("which", choices=("demo", "bridge"))
@@ -85,6 +105,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             record_dir=args.record,
             out_dir=args.out,
             live=not args.no_live,
+            robot=args.robot,
         )
     )
 
@@ -106,13 +127,36 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _cmd_scenarios(args: argparse.Namespace) -> int:
+    try:
+        if args.scenarios_command == "generate":
+            _generate_scenarios(args)
+        else:
+            _list_scenarios()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader left (`sim-real-bridge scenarios | head`): stop quietly; point stdout
+        # at devnull so that the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _list_scenarios() -> None:
     from sim_real_bridge.sim.scenario import load_scenario, scenario_names
 
     for name in scenario_names():
         scenario = load_scenario(name)
         kinds = ", ".join(f"{i.category}/{i.kind}" for i in scenario.injections) or "no injections"
-        print(f"{name:24s} {scenario.task:8s} {scenario.duration_s:6.1f} s  {kinds}")
-    return 0
+        print(f"{name:24s} {scenario.robot:7s} {scenario.task:8s} {scenario.duration_s:6.1f} s  {kinds}")
+
+
+def _generate_scenarios(args: argparse.Namespace) -> None:
+    from sim_real_bridge.sim.generate import write_scenarios
+    from sim_real_bridge.sim.scenario import load_scenario
+
+    for path in write_scenarios(args.seed, args.count, args.out, args.robot):
+        scenario = load_scenario(path)
+        kinds = ", ".join(f"{i.category}/{i.kind}" for i in scenario.injections) or "no injections"
+        print(f"{path}  {scenario.robot:7s} {scenario.task:6s} {scenario.duration_s:6.1f} s  {kinds}")
 
 
 def _cmd_graph(args: argparse.Namespace) -> int:

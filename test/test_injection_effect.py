@@ -25,9 +25,9 @@ S = 1_000_000_000
 
 
 def _scenario(kind: str, start_s: float, end_s: float, duration_s: float, task: str = "wipe",
-              params: dict | None = None):
+              params: dict | None = None, robot: str = "arm7"):
     return parse_scenario({
-        "name": f"effect_{kind}", "seed": 3, "duration_s": duration_s, "task": task,
+        "name": f"effect_{kind}", "seed": 3, "duration_s": duration_s, "task": task, "robot": robot,
         "injections": [{"category": KINDS[kind].category, "kind": kind, "start_s": start_s, "end_s": end_s,
                         "params": params or {}}],
     })
@@ -35,9 +35,9 @@ def _scenario(kind: str, start_s: float, end_s: float, duration_s: float, task: 
 
 def _run(scenario):
     """(nominal log, stand-in log, the stand-in's RealityModel) over the scenario."""
-    program = build_program(scenario.task, scenario.duration_s)
-    nominal = run_headless(SimulatedRobot(), program, scenario.duration_s)
-    physics = ArmPhysics()
+    program = build_program(scenario.task, scenario.duration_s, scenario.robot)
+    nominal = run_headless(SimulatedRobot(ArmPhysics(robot=scenario.robot)), program, scenario.duration_s)
+    physics = ArmPhysics(robot=scenario.robot)
     reality = RealityModel(physics, scenario, np.random.default_rng(scenario.seed))
     real = run_headless(SimulatedRobot(physics, reality=reality), program, scenario.duration_s)
     return nominal, real, reality
@@ -174,11 +174,19 @@ def test_every_kind_has_an_effect_case():
     assert set(EFFECT_CASES) == set(KINDS)
 
 
+def _robot_cases() -> list:
+    cases = [pytest.param("arm7", kind, id=f"arm7-{kind}") for kind in sorted(EFFECT_CASES)]
+    # The other robots: the same contract, marked slow (about 0.5 s of physics per case).
+    cases += [pytest.param(robot, kind, id=f"{robot}-{kind}", marks=pytest.mark.slow)
+              for robot in ("ur6", "panda7") for kind in sorted(EFFECT_CASES)]
+    return cases
+
+
 @pytest.mark.mujoco
-@pytest.mark.parametrize("kind", sorted(EFFECT_CASES))
-def test_truth_starts_where_the_stand_in_first_departs_from_the_simulator(kind):
+@pytest.mark.parametrize(("robot", "kind"), _robot_cases())
+def test_truth_starts_where_the_stand_in_first_departs_from_the_simulator(robot, kind):
     task, start_s, end_s, duration_s = EFFECT_CASES[kind]
-    scenario = _scenario(kind, start_s, end_s, duration_s, task=task)
+    scenario = _scenario(kind, start_s, end_s, duration_s, task=task, robot=robot)
     nominal, real, reality = _run(scenario)
     effect_s = reality.effect_start_s(scenario.injections[0])
     departure_s = _departure_any_s(nominal, real)

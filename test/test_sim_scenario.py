@@ -10,10 +10,12 @@ import yaml
 
 from sim_real_bridge.errors import ScenarioError
 from sim_real_bridge.sim.physics import ARM_JOINT_NAMES
+from sim_real_bridge.sim.robots import ROBOTS
 from sim_real_bridge.sim.scenario import (
     CATEGORIES,
     KINDS,
     Injection,
+    Sensors,
     builtin_scenario_dir,
     load_scenario,
     parse_scenario,
@@ -197,3 +199,89 @@ def test_error_names_the_right_entry():
     bad = {**good, "end_s": 99}
     with pytest.raises(ScenarioError, match=r"injections\[1\]\.end_s"):
         parse_scenario(variant(injections=[good, bad]))
+
+
+# ------------------------------------------------------- robot, sensors, idle windows
+def test_robot_sensors_and_idle_are_optional_with_defaults():
+    scenario = parse_scenario(VALID)
+    assert scenario.robot == "arm7" and scenario.sensors == Sensors() and scenario.sensors.ideal
+    assert scenario.idle == ()
+    full = parse_scenario(variant(robot="ur6", sensors={"wrench": False, "encoder_resolution_rad": 0.001,
+                                                        "joint_noise_rad": 1e-4, "effort_noise": 0.2},
+                                  idle=[{"start_s": 2, "end_s": 9.5}]))
+    assert full.robot == "ur6"
+    assert full.sensors == Sensors(False, 0.001, 1e-4, 0.2) and not full.sensors.ideal
+    assert full.idle == ((2.0, 9.5),)
+
+
+@pytest.mark.parametrize(
+    ("robot", "kind", "param", "expected"),
+    [
+        ("arm7", "joint_stall", "joint", "joint4"),
+        ("ur6", "joint_stall", "joint", "elbow_joint"),
+        ("panda7", "joint_stall", "joint", "panda_joint4"),
+        ("ur6", "push", "link", "wrist_1_link"),
+        ("panda7", "hold", "link", "panda_link6"),
+        ("ur6", "gain", "joints", ROBOTS["ur6"].joint_names),
+    ],
+)
+def test_parameters_naming_joints_or_links_default_per_robot(robot, kind, param, expected):
+    data = variant(robot=robot, injections=[{"category": KINDS[kind].category, "kind": kind, "start_s": 1, "end_s": 2}])
+    assert parse_scenario(data).injections[0].params[param] == expected
+
+
+def test_robot_override_checks_names_against_that_robot(tmp_path):
+    path = write(tmp_path, variant(injections=[{"category": "unauthored", "kind": "joint_stall", "start_s": 1,
+                                                "end_s": 2}]))
+    assert load_scenario(path, robot="panda7").injections[0].params["joint"] == "panda_joint4"
+    named = variant(injections=[{"category": "unauthored", "kind": "joint_stall", "start_s": 1, "end_s": 2,
+                                 "params": {"joint": "joint2"}}])
+    with pytest.raises(ScenarioError, match=r"s\.yaml: injections\[0\]\.params\.joint: must be one of "
+                                            r"shoulder_pan_joint.*\(joints of ur6\), got 'joint2'"):
+        load_scenario(write(tmp_path, named), robot="ur6")
+    with pytest.raises(ScenarioError, match=r"s\.yaml: robot \(override\): must be one of arm7, ur6, panda7"):
+        load_scenario(path, robot="kuka")
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (variant(robot="kuka"), r"robot: must be one of arm7, ur6, panda7, got 'kuka'"),
+        (variant(robot=7), r"robot: must be one of arm7, ur6, panda7, got 7"),
+        (variant(sensors=[1]), r"sensors: must be a mapping, got list"),
+        (variant(sensors={"lidar": True}), r"sensors\.lidar: unknown field \(expected wrench, encoder_resolution_rad"),
+        (variant(sensors={"wrench": "no"}), r"sensors\.wrench: must be true or false, got 'no'"),
+        (variant(sensors={"encoder_resolution_rad": -1e-3}), r"sensors\.encoder_resolution_rad: must be in \[0.0, 0.1\]"),
+        (variant(sensors={"joint_noise_rad": "low"}), r"sensors\.joint_noise_rad: must be a finite number"),
+        (variant(sensors={"effort_noise": 1000}), r"sensors\.effort_noise: must be in \[0.0, 100.0\]"),
+        (variant(idle={"start_s": 1}), r"idle: must be a list, got dict"),
+        (variant(idle=[[1, 2]]), r"idle\[0\]: must be a mapping with start_s and end_s"),
+        (variant(idle=[{"start_s": 1, "end_s": 2}, {"start_s": 5, "end_s": 40}]),
+         r"idle\[1\]\.end_s: 40.0 is after the run ends \(duration_s 30.0\)"),
+        (variant(idle=[{"start_s": 3, "end_s": 3}]), r"idle\[0\]\.end_s: 3.0 is not after start_s 3.0"),
+        (variant(idle=[{"start_s": "x", "end_s": 3}]), r"idle\[0\]\.start_s: must be a finite number"),
+        (variant(robot="ur6", injections=[{"category": "human", "kind": "push", "start_s": 1, "end_s": 2,
+                                           "params": {"link": "link6"}}]),
+         r"injections\[0\]\.params\.link: must be one of shoulder_link.*\(links of ur6\), got 'link6'"),
+        (variant(robot="panda7", injections=[{"category": "dynamics", "kind": "gain", "start_s": 1, "end_s": 2,
+                                              "params": {"joints": ["joint1"]}}]),
+         r"injections\[0\]\.params\.joints: must be 'all', a joint name or a list of joint names of panda7"),
+        (variant(sensors={"wrench": False}, injections=[{"category": "sensor", "kind": "ft_bias_drift",
+                                                         "start_s": 1, "end_s": 2}]),
+         r"injections\[0\]\.kind: ft_bias_drift on the wrench stream needs a wrench sensor"),
+        (variant(sensors={"wrench": False}, injections=[{"category": "sensor", "kind": "dropout",
+                                                         "start_s": 1, "end_s": 2}]),
+         r"injections\[0\]\.params\.stream: dropout on the wrench stream needs a wrench sensor, and sensors\.wrench is false"),
+    ],
+)
+def test_invalid_robot_sensors_and_idle_name_file_and_field(tmp_path, data, match):
+    path = write(tmp_path, data, "bad.yaml")
+    with pytest.raises(ScenarioError, match=r"bad\.yaml: " + match):
+        load_scenario(path)
+
+
+def test_every_kind_documents_a_generator_range_within_its_checks():
+    for kind, spec in KINDS.items():
+        for pname, (strong, weak) in spec.generator_range.items():
+            check = spec.params[pname].check
+            assert check(strong) == strong and check(weak) == weak, (kind, pname)

@@ -6,8 +6,10 @@ topics and this node does not run.
 
 It is ``sim_robot`` (same model, same topics, run in namespace ``/real``) plus a
 ``RealityModel`` that makes its world depart from the simulator as a scenario says
-(config/scenarios/, schema in docs/ROBOT.md). Scenario time starts at the first
-trajectory it receives.
+(config/scenarios/, schema in docs/ROBOT.md): the scenario's robot (or ``robot``), its
+``sensors`` block applied to what it publishes (no ``wrench`` topic at all for a robot
+without an F/T sensor), its injections. Scenario time starts at the first trajectory it
+receives.
 
 Extra topics:
 
@@ -17,8 +19,7 @@ Extra topics:
   ``elapsed_s`` is negative before the first command. For scoring only: the monitor
   never reads it.
 
-Extra parameters: ``scenario`` (built-in name or YAML path), ``seed`` (-1: the
-scenario's own), ``injections_rate_hz``.
+Extra parameters: ``seed`` (-1: the scenario's own), ``injections_rate_hz``.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from sim_real_bridge.ros.qos import LATCHED_QOS
 from sim_real_bridge.ros.spinning import run_node
 from sim_real_bridge.sim.physics import ArmPhysics
 from sim_real_bridge.sim.reality import RealityModel
-from sim_real_bridge.sim.scenario import Scenario, load_scenario
 
 NODE_NAME = "reality_standin"
 INJECTIONS_TOPIC = "/reality/injections"
@@ -56,7 +56,6 @@ class RealityStandinNode(SimRobotNode):
     """The simulated robot plus a scenario's departures: the physical robot's stand-in."""
 
     def __init__(self, **kwargs: Any) -> None:
-        self.scenario: Scenario | None = None
         self._last_active: tuple[int, ...] | None = None
         self._last_effects = 0
         super().__init__(NODE_NAME, publish_clock_default=False, **kwargs)
@@ -64,22 +63,18 @@ class RealityStandinNode(SimRobotNode):
         rate = float(self.get_parameter("injections_rate_hz").value)
         self._injections_timer = self.create_timer(1.0 / rate, self.publish_injections, clock=self._steady)
         self.get_logger().info(
-            f"STAND-IN for the physical robot: scenario {self.scenario.name!r} "
-            f"({len(self.scenario.injections)} injection(s), seed {self.scenario.seed}) from {self.scenario.source}"
+            f"STAND-IN for the physical robot: scenario {self.scenario.name!r} on {self.scenario.robot} "
+            f"({len(self.scenario.injections)} injection(s), seed {self.scenario.seed}, sensors "
+            f"{self.scenario.sensors}) from {self.scenario.source}"
         )
 
     def make_reality(self, physics: ArmPhysics) -> RealityModel:
-        """Load the scenario and build its RealityModel on the stand-in's physics."""
+        """Build the scenario's RealityModel on the stand-in's physics."""
         describe = ParameterDescriptor
-        self.declare_parameter(
-            "scenario", "nominal",
-            describe(description="Built-in scenario name (config/scenarios/) or path to a scenario YAML."),
-        )
         self.declare_parameter("seed", -1, describe(description="Random seed; -1 uses the scenario's seed."))
         self.declare_parameter(
             "injections_rate_hz", 10.0, describe(description="Rate of /reality/injections, Hz.")
         )
-        self.scenario = load_scenario(str(self.get_parameter("scenario").value))
         seed = int(self.get_parameter("seed").value)
         rng = np.random.default_rng(self.scenario.seed if seed < 0 else seed)
         return RealityModel(physics, self.scenario, rng)

@@ -1,4 +1,7 @@
-"""sim_robot: the built-in MuJoCo arm, driven like a ros2_control joint_trajectory_controller.
+"""sim_robot: a built-in MuJoCo arm, driven like a ros2_control joint_trajectory_controller.
+
+The robot is ``robot`` (arm7, ur6, panda7), or the ``scenario``'s robot when ``robot`` is
+empty, or the MJCF at ``model_path`` when set.
 
 Topics (relative names; the demo runs it in namespace ``/sim``):
 
@@ -7,7 +10,8 @@ Topics (relative names; the demo runs it in namespace ``/sim``):
   honoured; a zero header stamp means "start on receipt";
 - publishes ``joint_states`` (sensor_msgs/JointState), ``wrench``
   (geometry_msgs/WrenchStamped in frame ``ft_frame`` at the wrist sensor), ``ee_pose``
-  and ``object_pose`` (geometry_msgs/PoseStamped in ``world_frame``), at their rates;
+  and ``object_pose`` (geometry_msgs/PoseStamped in ``world_frame``), at their rates (a
+  stream whose rate is 0 gets no publisher);
 - publishes ``~/realtime_factor`` (std_msgs/Float64) every ``realtime_factor_period_s``:
   simulated time over wall time since the first step (1.0 = real time);
 - publishes ``/clock`` (rosgraph_msgs/Clock) when ``use_sim_time`` and ``publish_clock``
@@ -49,6 +53,7 @@ from sim_real_bridge.ros.spinning import run_node
 from sim_real_bridge.sim.physics import ArmPhysics
 from sim_real_bridge.sim.reality import RealityModel, StreamSample
 from sim_real_bridge.sim.robot import DEFAULT_RATES_HZ, SimulatedRobot
+from sim_real_bridge.sim.scenario import load_scenario
 
 NODE_NAME = "sim_robot"
 _NS_PER_S = 1_000_000_000
@@ -73,7 +78,13 @@ class SimRobotNode(Node):
             self.declare_parameter(
                 f"{stream}_rate_hz", rate, describe(f"Publish rate of {stream}, Hz (must divide 1000; 0 disables).")
             )
-        self.declare_parameter("model_path", "", describe("MJCF model; empty: the package's sim/assets/arm.xml."))
+        self.declare_parameter(
+            "scenario", "nominal",
+            describe("Built-in scenario name (config/scenarios/) or scenario YAML path: its robot is simulated "
+                     "when robot is empty."),
+        )
+        self.declare_parameter("robot", "", describe("Built-in robot (arm7, ur6, panda7); empty: the scenario's."))
+        self.declare_parameter("model_path", "", describe("MJCF model; empty: the built-in robot's model."))
         self.declare_parameter("world_frame", "world", describe("frame_id of ee_pose and object_pose."))
         self.declare_parameter("ft_frame", "ft_sensor", describe("frame_id of wrench (the wrist sensor site)."))
         self.declare_parameter("tick_period_s", 0.004, describe("Wall-clock period of the physics thread's loop, s."))
@@ -103,18 +114,18 @@ class SimRobotNode(Node):
         if self._sim_speed < 0:
             raise ConfigError(f"sim_speed must be >= 0, got {self._sim_speed}")
 
-        physics = ArmPhysics(model_path)
+        self.scenario = load_scenario(str(self.get_parameter("scenario").value),
+                                      robot=str(self.get_parameter("robot").value) or None)
+        physics = ArmPhysics(model_path, robot=self.scenario.robot)
         self.robot = SimulatedRobot(physics, rates_hz=rates, reality=self.make_reality(physics))
         self._joint_names = list(physics.joint_names)
         self._problems = InputProblems()
         self._commands = 0
         self._instabilities = 0
 
+        types = {"joint_states": JointState, "wrench": WrenchStamped, "ee_pose": PoseStamped, "object_pose": PoseStamped}
         self._stream_pubs = {
-            "joint_states": self.create_publisher(JointState, "joint_states", STREAM_PUB_QOS),
-            "wrench": self.create_publisher(WrenchStamped, "wrench", STREAM_PUB_QOS),
-            "ee_pose": self.create_publisher(PoseStamped, "ee_pose", STREAM_PUB_QOS),
-            "object_pose": self.create_publisher(PoseStamped, "object_pose", STREAM_PUB_QOS),
+            stream: self.create_publisher(types[stream], stream, STREAM_PUB_QOS) for stream in self.robot.streams
         }
         self._rtf_pub = self.create_publisher(Float64, "~/realtime_factor", 10)
         self._clock_pub = self.create_publisher(ClockMsg, "/clock", 10) if self._is_clock else None
@@ -141,8 +152,8 @@ class SimRobotNode(Node):
         self._diagnostics.add(self._status)
         mode = "clock source" if self._is_clock else ("following /clock" if self._use_sim_time else "wall clock")
         self.get_logger().info(
-            f"{self.get_name()}: MuJoCo arm {physics.model_path.name}, physics 1 kHz, {mode}, "
-            f"rates {rates}, commands on {self._trajectory_topic}"
+            f"{self.get_name()}: MuJoCo robot {physics.robot_name or '(custom)'} ({physics.model_path.name}), "
+            f"physics 1 kHz, {mode}, streams {list(self._stream_pubs)}, commands on {self._trajectory_topic}"
         )
 
     @property
@@ -238,9 +249,10 @@ class SimRobotNode(Node):
 
     def destroy_node(self) -> None:
         """Stop the physics thread, then destroy the node."""
-        self._stop.set()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout=5.0)
+        if hasattr(self, "_thread"):  # absent when __init__ refused its parameters
+            self._stop.set()
+            if self._thread.is_alive() and threading.current_thread() is not self._thread:
+                self._thread.join(timeout=5.0)
         super().destroy_node()
 
     def _on_tick(self) -> None:
@@ -297,6 +309,7 @@ class SimRobotNode(Node):
             level = diagnostics.ERROR
         values = {
             "realtime_factor": rtf,
+            "robot": self.robot.physics.robot_name or str(self.robot.physics.model_path),
             "sim_time_s": self.robot.time_ns / _NS_PER_S,
             "commands": self._commands,
             "instabilities": self._instabilities,

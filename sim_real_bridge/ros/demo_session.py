@@ -39,6 +39,7 @@ class DemoRequest:
     record_dir: Path | None = None
     out_dir: Path = Path("out/demo")
     live: bool = True
+    robot: str | None = None
 
 
 def _require_rclpy() -> None:
@@ -195,7 +196,7 @@ def run_demo(request: DemoRequest) -> int:
     from sim_real_bridge.ros.runner import GraphRunner
     from sim_real_bridge.sim.scenario import load_scenario
 
-    scenario = load_scenario(request.scenario)
+    scenario = load_scenario(request.scenario, robot=request.robot)
     duration_s = float(request.duration_s or scenario.duration_s)
     out_dir = request.out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -208,7 +209,8 @@ def run_demo(request: DemoRequest) -> int:
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(11, 90)))
     console = Console(stderr=True)
     console.print(
-        f"[bold]sim_real_bridge demo[/]: scenario {scenario.name} ({request.scenario}), {duration_s:.0f} s, "
+        f"[bold]sim_real_bridge demo[/]: scenario {scenario.name} ({request.scenario}) on {scenario.robot}, "
+        f"{duration_s:.0f} s, "
         f"ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']}, output in {out_dir}"
     )
     scenario_path = Path(request.scenario)
@@ -230,6 +232,7 @@ def run_demo(request: DemoRequest) -> int:
     options = GraphOptions(
         config_dir=share_path("config"),
         scenario=str(scenario_path.resolve()) if scenario_path.is_file() else scenario.name,
+        robot=scenario.robot,
         output_dir=monitor_dir,
         extra_parameters=extra_parameters,
     )

@@ -7,10 +7,11 @@ executables, names, namespaces, parameter files and remappings from it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sim_real_bridge.errors import ConfigError
+from sim_real_bridge.sim.robots import ROBOTS, robot_spec
 
 PACKAGE = "sim_real_bridge"
 
@@ -75,6 +76,7 @@ class GraphOptions:
     Attributes:
         config_dir: Directory holding the parameter files (``share/<pkg>/config``).
         scenario: Built-in scenario name or path to a scenario YAML (demo only).
+        robot: Built-in robot of the demo (arm7, ur6, panda7); "" means the scenario's.
         use_sim_time: Run the simulated robot on /clock.
         sim_namespace: Namespace of the simulated robot's topics.
         real_namespace: Namespace of the physical robot's topics.
@@ -82,11 +84,13 @@ class GraphOptions:
         output_dir: Where the monitor writes snapshots and the event log.
         command_topic: Input of the command mirror.
         limits_file: Joint limits of the real robot for the mirror's safety gate;
-            None means config/robot_limits.yaml (the built-in arm).
+            None means config/robot_limits.yaml (the built-in arm7), or in the demo the
+            built-in robot's own file (config/robot_limits_<robot>.yaml).
     """
 
     config_dir: Path
     scenario: str = "tour"
+    robot: str = ""
     use_sim_time: bool = False
     sim_namespace: str = "/sim"
     real_namespace: str = "/real"
@@ -184,20 +188,37 @@ def bridge_graph(options: GraphOptions) -> list[NodeSpec]:
     return [mirror, monitor]
 
 
+def demo_robot(options: GraphOptions) -> str:
+    """The built-in robot the demo runs: ``options.robot``, else the scenario's.
+
+    Raises:
+        ConfigError: an unknown robot name.
+        ScenarioError: the scenario cannot be loaded or is invalid on that robot.
+    """
+    from sim_real_bridge.sim.scenario import load_scenario
+
+    if options.robot and options.robot not in ROBOTS:
+        raise ConfigError(f"robot must be one of {', '.join(ROBOTS)}, got {options.robot!r}")
+    return load_scenario(options.scenario, robot=options.robot or None).robot
+
+
 def demo_graph(options: GraphOptions) -> list[NodeSpec]:
     """The built-in robot, its physical-robot stand-in, a task, the mirror and the monitor.
 
     Args:
-        options: Scenario, namespaces, parameter file and output directory.
+        options: Scenario, robot, namespaces, parameter file and output directory.
 
     Returns:
         Node specs in start order (robots first, the task last).
     """
     sim_ns = _namespace(options.sim_namespace, "sim_namespace")
     real_ns = _namespace(options.real_namespace, "real_namespace")
+    robot = demo_robot(options)
+    if options.limits_file is None:
+        options = replace(options, limits_file=options.config_dir / robot_spec(robot).limits_file)
     params = (_params_file(options),)
     sim_time = (("use_sim_time", options.use_sim_time),)
-    scenario = (("scenario", options.scenario),)
+    scenario = (("scenario", options.scenario), ("robot", robot))
     sim_robot = NodeSpec(
         executable="sim_robot",
         namespace=sim_ns,
@@ -247,7 +268,7 @@ BRIDGE_ARGUMENTS: tuple[LaunchArgument, ...] = (
     LaunchArgument("real_namespace", "/real", "Namespace of the physical robot's topics, same names as the simulated side."),
     LaunchArgument("command_topic", "/bridge/joint_trajectory", "JointTrajectory input of the command mirror."),
     LaunchArgument("params_file", "", "Parameter YAML of the mirror and the monitor; empty means config/sim_real_bridge.yaml of this package."),
-    LaunchArgument("limits_file", "", "Joint limits YAML of the real robot for the mirror's safety gate; empty means config/robot_limits.yaml (the built-in arm)."),
+    LaunchArgument("limits_file", "", "Joint limits YAML of the real robot for the mirror's safety gate; empty means config/robot_limits.yaml (the built-in arm7), or in the demo the limits of the robot it runs."),
     LaunchArgument("output_dir", "sim_real_bridge_out", "Directory for failure snapshots and the event log."),
     LaunchArgument("record", "", "If set, record every topic to this directory as a rosbag2 MCAP bag."),
     LaunchArgument("log_level", "info", "Logging level of every node (debug, info, warn, error)."),
@@ -255,6 +276,7 @@ BRIDGE_ARGUMENTS: tuple[LaunchArgument, ...] = (
 
 DEMO_ARGUMENTS: tuple[LaunchArgument, ...] = (
     LaunchArgument("scenario", "tour", "Built-in scenario name (config/scenarios/) or path to a scenario YAML for the physical-robot stand-in."),
+    LaunchArgument("robot", "", "Built-in robot of the simulator, the stand-in and the task (arm7, ur6, panda7); empty means the scenario's robot. The mirror then loads that robot's limits (config/robot_limits_<robot>.yaml; robot_limits.yaml for arm7) unless limits_file is set."),
 )
 
 
@@ -279,6 +301,7 @@ def options_from_arguments(values: dict[str, str], config_dir: Path) -> GraphOpt
     return GraphOptions(
         config_dir=config_dir,
         scenario=merged["scenario"],
+        robot=merged["robot"].strip(),
         use_sim_time=use_sim_time == "true",
         sim_namespace=merged["sim_namespace"],
         real_namespace=merged["real_namespace"],

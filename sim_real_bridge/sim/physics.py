@@ -8,15 +8,19 @@ import mujoco
 import numpy as np
 
 from sim_real_bridge.errors import SimulationError
+from sim_real_bridge.sim.robots import ROBOTS, robot_spec
 
-#: The MJCF model shipped with the package.
-DEFAULT_MODEL_PATH = Path(__file__).resolve().parent / "assets" / "arm.xml"
+#: The MJCF model of the default robot (``arm7``).
+DEFAULT_MODEL_PATH = ROBOTS["arm7"].model_path
 
-#: Joint names of the arm, base to tip.
-ARM_JOINT_NAMES: tuple[str, ...] = tuple(f"joint{i}" for i in range(1, 8))
+#: Joint names of the default robot (``arm7``), base to tip.
+ARM_JOINT_NAMES: tuple[str, ...] = ROBOTS["arm7"].joint_names
 
 #: Geoms whose friction and stiffness the `contact` injections change.
 CONTACT_GEOM_NAMES: tuple[str, ...] = ("table", "object_geom", "tool_tip", "tool_shaft")
+
+#: MuJoCo warnings that mean the state blew up (MuJoCo then resets it).
+_UNSTABLE = (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADQPOS)
 
 #: Collision bits of world geoms (see arm.xml).
 _WORLD_CONTYPE = 1
@@ -24,19 +28,31 @@ _WORLD_CONAFFINITY = 1
 
 
 class ArmPhysics:
-    """MuJoCo physics of the arm, table and object.
+    """MuJoCo physics of an arm, its table and object.
 
-    Arrays returned are copies; shapes are given as ``(n,)`` with n = 7 joints.
+    Works with any of the built-in models (``sim.robots``) and any MJCF laid out like
+    them: the arm's hinge joints are those of the bodies under the body ``base``, each
+    driven by one position actuator; sites ``ee`` and ``ft_sensor``, sensors ``ft_force``
+    and ``ft_torque``, bodies ``object`` (free joint ``object_free``), ``payload`` and
+    ``obstacle_body`` (mocap, geom ``obstacle``). Arrays returned are copies; shapes are
+    given as ``(n,)`` with n the arm's joint count.
 
     Args:
-        model_path: MJCF file; defaults to the package's ``assets/arm.xml``.
+        model_path: MJCF file; overrides ``robot``.
+        robot: built-in robot name (``arm7``, ``ur6``, ``panda7``); default ``arm7``.
 
     Raises:
         SimulationError: the model cannot be loaded or lacks a required name.
+        ConfigError: ``robot`` is not a built-in robot.
     """
 
-    def __init__(self, model_path: str | Path | None = None) -> None:
-        path = Path(model_path) if model_path is not None else DEFAULT_MODEL_PATH
+    def __init__(self, model_path: str | Path | None = None, robot: str | None = None) -> None:
+        if model_path is not None:
+            path = Path(model_path)
+            self.robot_name = robot or ""
+        else:
+            spec = robot_spec(robot)
+            path, self.robot_name = spec.model_path, spec.name
         try:
             self.model = mujoco.MjModel.from_xml_path(str(path))
         except (ValueError, FileNotFoundError) as exc:
@@ -45,23 +61,24 @@ class ArmPhysics:
         self.data = mujoco.MjData(self.model)
         self._scratch = mujoco.MjData(self.model)
         try:
-            self._joint_ids = np.array([self.model.joint(n).id for n in ARM_JOINT_NAMES])
+            base = self.model.body("base").id
+            self._joint_ids = np.array(self._arm_joints(base), dtype=int)
+            self._joint_names = tuple(self.model.joint(int(j)).name for j in self._joint_ids)
             self._qpos_adr = self.model.jnt_qposadr[self._joint_ids].copy()
             self._dof_adr = self.model.jnt_dofadr[self._joint_ids].copy()
-            self._actuator_ids = np.array(
-                [self.model.actuator(f"act{i}").id for i in range(1, 8)]
-            )
+            self._actuator_ids = np.array([self._actuator_of(int(j)) for j in self._joint_ids], dtype=int)
             self._ee_site = self.model.site("ee").id
             self._ft_site = self.model.site("ft_sensor").id
             self._object_body = self.model.body("object").id
             self._object_qpos_adr = int(self.model.jnt_qposadr[self.model.joint("object_free").id])
             self._obstacle_geom = self.model.geom("obstacle").id
-            base = self.model.body("base").id
             self._obstacle_mocap = int(self.model.body_mocapid[self.model.body("obstacle_body").id])
             self._force_adr = int(self.model.sensor_adr[self.model.sensor("ft_force").id])
             self._torque_adr = int(self.model.sensor_adr[self.model.sensor("ft_torque").id])
         except KeyError as exc:
             raise SimulationError(f"model {path} lacks a required element: {exc}") from exc
+        links = tuple(self.model.body(int(self.model.jnt_bodyid[j])).name for j in self._joint_ids)
+        self._link_names = links + (("tool",) if "tool" in self._body_names() else ())
         # Geoms of the arm: every body under "base" (the tool included).
         arm_bodies = {b for b in range(self.model.nbody) if self._descends_from(b, base)}
         self._arm_geoms = np.array([g for g in range(self.model.ngeom) if int(self.model.geom_bodyid[g]) in arm_bodies])
@@ -81,6 +98,24 @@ class ArmPhysics:
         self.set_obstacle(False)
         self.reset()
 
+    def _body_names(self) -> set[str]:
+        return {self.model.body(b).name for b in range(self.model.nbody)}
+
+    def _arm_joints(self, base: int) -> list[int]:
+        hinge = int(mujoco.mjtJoint.mjJNT_HINGE)
+        joints = [j for j in range(self.model.njnt)
+                  if int(self.model.jnt_type[j]) == hinge and self._descends_from(int(self.model.jnt_bodyid[j]), base)]
+        if not joints:
+            raise KeyError("hinge joints under body 'base'")
+        return joints
+
+    def _actuator_of(self, joint: int) -> int:
+        for a in range(self.model.nu):
+            if (int(self.model.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_JOINT)
+                    and int(self.model.actuator_trnid[a, 0]) == joint):
+                return a
+        raise KeyError(f"an actuator for joint {self.model.joint(joint).name!r}")
+
     # ----------------------------------------------------------------- lifecycle
     def reset(self) -> None:
         """Reset to the ``home`` keyframe (arm above the table, object at rest)."""
@@ -97,8 +132,20 @@ class ArmPhysics:
             SimulationError: the state became non-finite (MuJoCo reset it and warned).
         """
         mujoco.mj_step(self.model, self.data, nstep=int(n))
+        self.check_stable()
+
+    def step_unchecked(self) -> None:
+        """Advance one timestep without the stability check (call ``check_stable`` after a run of them)."""
+        mujoco.mj_step(self.model, self.data)
+
+    def check_stable(self) -> None:
+        """Raise if MuJoCo has reported an unstable state since the last reset.
+
+        Raises:
+            SimulationError: naming the warning and the time.
+        """
         warnings = self.data.warning
-        for kind in (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQVEL, mujoco.mjtWarning.mjWARN_BADQPOS):
+        for kind in _UNSTABLE:
             if warnings[kind].number:
                 raise SimulationError(f"MuJoCo reported an unstable state ({kind.name}) at t={self.data.time:.3f} s")
 
@@ -119,38 +166,48 @@ class ArmPhysics:
 
     @property
     def joint_names(self) -> tuple[str, ...]:
-        """Names of the 7 arm joints, base to tip."""
-        return ARM_JOINT_NAMES
+        """Names of the arm joints, base to tip."""
+        return self._joint_names
+
+    @property
+    def n_joints(self) -> int:
+        """Number of arm joints."""
+        return len(self._joint_names)
+
+    @property
+    def link_names(self) -> tuple[str, ...]:
+        """Bodies of the arm's joints, base to tip, then ``tool``."""
+        return self._link_names
 
     @property
     def home_q_rad(self) -> np.ndarray:
-        """Home joint positions, shape (7,)."""
+        """Home joint positions, shape (n,)."""
         if self._home_key is None:
-            return np.zeros(len(ARM_JOINT_NAMES))
+            return np.zeros(self.n_joints)
         return self.model.key_qpos[self._home_key][self._qpos_adr].copy()
 
     @property
     def q_rad(self) -> np.ndarray:
-        """Joint positions, shape (7,)."""
+        """Joint positions, shape (n,)."""
         return self.data.qpos[self._qpos_adr].copy()
 
     @property
     def qd_rad_s(self) -> np.ndarray:
-        """Joint velocities, shape (7,)."""
+        """Joint velocities, shape (n,)."""
         return self.data.qvel[self._dof_adr].copy()
 
     @property
     def effort(self) -> np.ndarray:
-        """Actuator torques, N m, shape (7,)."""
+        """Actuator torques, N m, shape (n,)."""
         return self.data.actuator_force[self._actuator_ids].copy()
 
     @property
     def position_targets(self) -> np.ndarray:
-        """Current actuator position targets, shape (7,)."""
+        """Current actuator position targets, shape (n,)."""
         return self.data.ctrl[self._actuator_ids].copy()
 
     def set_position_targets(self, q_rad: np.ndarray) -> None:
-        """Set the position actuators' targets, shape (7,)."""
+        """Set the position actuators' targets, shape (n,)."""
         self.data.ctrl[self._actuator_ids] = q_rad
 
     def set_joint_state(self, q_rad: np.ndarray, qd_rad_s: np.ndarray | None = None) -> None:
@@ -189,11 +246,11 @@ class ArmPhysics:
 
     @property
     def joint_range_rad(self) -> np.ndarray:
-        """Joint limits (lower, upper) per arm joint, shape (7, 2)."""
+        """Joint limits (lower, upper) per arm joint, shape (n, 2)."""
         return self.model.jnt_range[self._joint_ids].copy()
 
     def forward_kinematics(self, q_rad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Put the arm at ``q_rad`` (7,) kinematically (no dynamics, time unchanged).
+        """Put the arm at ``q_rad`` (n,) kinematically (no dynamics, time unchanged).
 
         Overwrites this instance's state: meant for a scratch ArmPhysics (IK).
 
@@ -206,7 +263,7 @@ class ArmPhysics:
         return self.data.site_xpos[self._ee_site].copy(), self.ee_rotation()
 
     def ee_jacobian(self) -> np.ndarray:
-        """Tool-tip Jacobian w.r.t. the arm joints: rows (linear 3, angular 3), shape (6, 7)."""
+        """Tool-tip Jacobian w.r.t. the arm joints: rows (linear 3, angular 3), shape (6, n)."""
         jacp = np.zeros((3, self.model.nv))
         jacr = np.zeros((3, self.model.nv))
         mujoco.mj_jacSite(self.model, self.data, jacp, jacr, self._ee_site)
@@ -250,28 +307,28 @@ class ArmPhysics:
             raise SimulationError(f"model has no body named {name!r}") from exc
 
     def joint_index(self, name: str) -> int:
-        """Index (0..6) of an arm joint by name. Raises SimulationError when absent."""
-        if name not in ARM_JOINT_NAMES:
+        """Index (0..n-1) of an arm joint by name. Raises SimulationError when absent."""
+        if name not in self._joint_names:
             raise SimulationError(f"model has no arm joint named {name!r}")
-        return ARM_JOINT_NAMES.index(name)
+        return self._joint_names.index(name)
 
     def nominal_kp(self) -> np.ndarray:
-        """Nominal stiffness kp of each arm position actuator, N m/rad, shape (7,)."""
+        """Nominal stiffness kp of each arm position actuator, N m/rad, shape (n,)."""
         return self._nominal_gainprm[self._actuator_ids, 0].copy()
 
     def set_actuator_gain_scale(self, scale: np.ndarray) -> None:
-        """Scale each position actuator's stiffness kp (damping kv unchanged), shape (7,)."""
+        """Scale each position actuator's stiffness kp (damping kv unchanged), shape (n,)."""
         ids = self._actuator_ids
         self.model.actuator_gainprm[ids, 0] = self._nominal_gainprm[ids, 0] * scale
         self.model.actuator_biasprm[ids, 1] = self._nominal_biasprm[ids, 1] * scale
 
     def set_actuator_damping_scale(self, scale: np.ndarray) -> None:
-        """Scale each position actuator's damping kv, shape (7,)."""
+        """Scale each position actuator's damping kv, shape (n,)."""
         ids = self._actuator_ids
         self.model.actuator_biasprm[ids, 2] = self._nominal_biasprm[ids, 2] * scale
 
     def set_joint_friction(self, damping_nm_s: np.ndarray, frictionloss_nm: np.ndarray) -> None:
-        """Add viscous damping and dry friction to the arm joints, each shape (7,)."""
+        """Add viscous damping and dry friction to the arm joints, each shape (n,)."""
         dofs = self._dof_adr
         self.model.dof_damping[dofs] = self._nominal_dof_damping[dofs] + damping_nm_s
         self.model.dof_frictionloss[dofs] = self._nominal_dof_frictionloss[dofs] + frictionloss_nm

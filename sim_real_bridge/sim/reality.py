@@ -3,8 +3,9 @@
 A STAND-IN: in a real deployment the robot's own driver publishes the /real streams and
 nothing here runs. ``RealityModel`` changes the stand-in's physics at each step
 (dynamics, contact, human and unauthored kinds) and transforms the samples it
-publishes (sensor kinds), according to the time elapsed since the first mirrored
-command.
+publishes: first what the scenario's ``sensors`` block says the physical robot
+measures (quantized, noisy joint states), then the sensor kinds, according to the time
+elapsed since the first mirrored command.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import Iterable
 
 import numpy as np
 
+from sim_real_bridge.errors import ConfigError
 from sim_real_bridge.sim.physics import ArmPhysics
-from sim_real_bridge.sim.scenario import Injection, Scenario
+from sim_real_bridge.sim.scenario import Injection, Scenario, Sensors
 
 #: Kinds that change the physics (model parameters or applied forces).
 PHYSICAL_KINDS = frozenset(
@@ -41,6 +43,10 @@ _EFFECT_TORQUE_NM = 1e-5
 _EFFECT_SPEED_RAD_S = 1e-6
 #: Least distance between a new obstacle and the arm before the obstacle collides, m.
 _OBSTACLE_CLEARANCE_M = 0.002
+#: A frozen stream takes effect once the true value leaves the latched one by more than
+#: this, per field (rad, rad/s, N m, N, m): a resting arm's readings settle by less.
+_FROZEN_EFFECT_ATOL = {"position": 1e-6, "velocity": 1e-5, "effort": 1e-4, "force": 1e-4, "torque": 1e-4,
+                       "orientation": 1e-6}
 #: Gain of the creep force towards the drift velocity, N/(m/s).
 _CREEP_GAIN_N_S_PER_M = 40.0
 
@@ -49,7 +55,7 @@ _CREEP_GAIN_N_S_PER_M = 40.0
 class StreamSample:
     """One outgoing sample of a named stream.
 
-    ``values`` holds float arrays: joint_states {position, velocity, effort} (7,);
+    ``values`` holds float arrays: joint_states {position, velocity, effort} (n,);
     wrench {force, torque} (3,); ee_pose and object_pose {position (3,), orientation
     (4,) wxyz}.
     """
@@ -57,21 +63,36 @@ class StreamSample:
     stream: str
     stamp_ns: int
     values: dict[str, np.ndarray]
+    #: Physics time the sample was taken (None: ``stamp_ns``); the sensor kinds may move
+    #: the stamp (stamp_jitter), never this.
+    time_ns: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.time_ns is None:
+            object.__setattr__(self, "time_ns", self.stamp_ns)
 
 
 class RealityModel:
     """Applies a scenario's injections to a stand-in's physics and outgoing samples.
 
     Args:
-        physics: the stand-in's own ArmPhysics (never the simulator's).
+        physics: the stand-in's own ArmPhysics (never the simulator's), of the scenario's robot.
         scenario: the validated scenario.
-        rng: random generator for the sensor kinds (seed it from the scenario).
+        rng: random generator for the sensor kinds (seed it from the scenario); the
+            sensors block's noise draws from a generator spawned from it, so that noise
+            leaves the sensor kinds' draws unchanged.
     """
 
     def __init__(self, physics: ArmPhysics, scenario: Scenario, rng: np.random.Generator) -> None:
+        if physics.robot_name and physics.robot_name != scenario.robot:
+            raise ConfigError(f"scenario {scenario.name!r} is for robot {scenario.robot!r}, "
+                              f"the physics is {physics.robot_name!r}")
         self.physics = physics
         self.scenario = scenario
         self.rng = rng
+        self.sensors: Sensors = scenario.sensors
+        self._ideal_sensors = scenario.sensors.ideal
+        self._noise_rng = rng.spawn(1)[0]
         self._physical = [inj for inj in scenario.injections if inj.kind in PHYSICAL_KINDS]
         self._sensor = [inj for inj in scenario.injections if inj.kind in SENSOR_KINDS]
         self._active_physical: frozenset[int] = frozenset()
@@ -161,10 +182,10 @@ class RealityModel:
         Args:
             now_ns: physics time.
             elapsed_ns: time since the first mirrored command (None before it).
-            q_target_rad: targets the controller wants now, shape (7,).
+            q_target_rad: targets the controller wants now, shape (n,).
 
         Returns:
-            targets the actuators actually get, shape (7,).
+            targets the actuators actually get, shape (n,).
         """
         active = frozenset(i for i, inj in enumerate(self._physical) if inj.active(elapsed_ns))
         if active != self._active_physical:
@@ -208,10 +229,11 @@ class RealityModel:
         physics = self.physics
         physics.restore_nominal()
         names = physics.joint_names
-        gain = np.ones(7)
-        damping_scale = np.ones(7)
-        extra_damping = np.zeros(7)
-        extra_friction = np.zeros(7)
+        n = len(names)
+        gain = np.ones(n)
+        damping_scale = np.ones(n)
+        extra_damping = np.zeros(n)
+        extra_friction = np.zeros(n)
         for i in sorted(active):
             inj = self._physical[i]
             p = inj.params
@@ -325,7 +347,30 @@ class RealityModel:
                 out.append(result)
         return out
 
+    def measure(self, sample: StreamSample) -> StreamSample:
+        """What the physical robot's sensors report for a true sample (the sensors block).
+
+        Joint positions get Gaussian noise (``joint_noise_rad``) and are then quantized to
+        ``encoder_resolution_rad``; efforts get Gaussian noise (``effort_noise``). Other
+        streams and ideal sensors pass unchanged.
+        """
+        sensors = self.sensors
+        if self._ideal_sensors or sample.stream != "joint_states":
+            return sample
+        values = dict(sample.values)
+        q = values["position"]
+        if sensors.joint_noise_rad > 0:
+            q = q + self._noise_rng.normal(0.0, sensors.joint_noise_rad, q.shape)
+        if sensors.encoder_resolution_rad > 0:
+            q = np.round(q / sensors.encoder_resolution_rad) * sensors.encoder_resolution_rad
+        values["position"] = q
+        if sensors.effort_noise > 0:
+            effort = values["effort"]
+            values["effort"] = effort + self._noise_rng.normal(0.0, sensors.effort_noise, effort.shape)
+        return replace(sample, values=values)
+
     def _filter_one(self, sample: StreamSample, elapsed_ns: int | None) -> StreamSample | None:
+        sample = self.measure(sample)
         stream = sample.stream
         values = sample.values
         stamp_ns = sample.stamp_ns
@@ -356,7 +401,8 @@ class RealityModel:
                     latched = self._frozen_values[inj.index]
                 values = {k: v.copy() for k, v in latched.items()}
                 touched = True
-                if any(not np.array_equal(latched[k], sample.values[k]) for k in latched):
+                if any(not np.allclose(latched[k], sample.values[k], rtol=0.0, atol=_FROZEN_EFFECT_ATOL[k])
+                       for k in latched):
                     self._note_effect(inj, elapsed_ns)
             elif kind == "nan_burst" and p["stream"] == stream:
                 if self.rng.random() < p["probability"]:

@@ -33,7 +33,8 @@ class SimulatedRobot:
         physics: the robot's own physics (a fresh ArmPhysics by default).
         rates_hz: publish rate per stream (0 disables a stream); each period must be a
             whole number of physics timesteps.
-        reality: optional RealityModel (the stand-in) acting on this robot's physics.
+        reality: optional RealityModel (the stand-in) acting on this robot's physics;
+            when its scenario's robot has no wrench sensor, no wrench stream is sampled.
 
     Raises:
         ConfigError: a rate is negative or not a whole number of timesteps.
@@ -53,6 +54,8 @@ class SimulatedRobot:
             if unknown:
                 raise ConfigError(f"unknown stream(s) {sorted(unknown)}; known: {list(DEFAULT_RATES_HZ)}")
             rates.update(rates_hz)
+        if reality is not None and not reality.sensors.wrench:
+            rates["wrench"] = 0.0
         step_ns = self.physics.timestep_ns
         self._period_steps: dict[str, int] = {}
         for stream, rate in rates.items():
@@ -70,6 +73,11 @@ class SimulatedRobot:
         self.follower = TrajectoryFollower(self.physics.joint_names, self.physics.q_rad)
         self.first_command_ns: int | None = None
         self._step_index = int(round(self.physics.time_ns / step_ns))
+
+    @property
+    def streams(self) -> tuple[str, ...]:
+        """The streams this robot samples (rate above 0)."""
+        return tuple(self._period_steps)
 
     @property
     def time_ns(self) -> int:
@@ -112,30 +120,42 @@ class SimulatedRobot:
     def advance(self, until_ns: int, max_steps: int | None = None) -> list[StreamSample]:
         """Step physics until ``until_ns`` (or ``max_steps``); return samples due meanwhile.
 
+        The trajectory's targets for every step are sampled at once (the goal cannot
+        change during a call); stability is checked once, after the last step.
+
         Returns:
             samples in time order, stamped with physics time (ns); sensor injections of
             the reality model already applied.
+
+        Raises:
+            SimulationError: the physics became unstable during the call.
         """
         physics = self.physics
         step_ns = physics.timestep_ns
+        now_ns = physics.time_ns
+        count = max(0, -(-(until_ns - step_ns // 2 - now_ns) // step_ns))
+        if max_steps is not None:
+            count = min(count, max_steps)
+        times_ns = now_ns + step_ns * np.arange(count, dtype=np.int64)
+        targets, _ = self.follower.sample_many(times_ns)
+        reality = self.reality
+        first = self.first_command_ns
+        periods = list(self._period_steps.items())
         samples: list[StreamSample] = []
-        steps = 0
-        while physics.time_ns + step_ns // 2 < until_ns:
-            if max_steps is not None and steps >= max_steps:
-                break
-            now = physics.time_ns
-            q_target, _ = self.follower.sample(now)
-            if self.reality is not None:
-                q_target = self.reality.before_step(now, self.elapsed_ns, q_target)
+        for i in range(count):
+            q_target = targets[i]
+            if reality is not None:
+                elapsed = None if first is None else int(times_ns[i]) - first
+                q_target = reality.before_step(int(times_ns[i]), elapsed, q_target)
             physics.set_position_targets(q_target)
-            physics.step(1)
-            steps += 1
+            physics.step_unchecked()
             self._step_index += 1
-            due = [s for s, n in self._period_steps.items() if self._step_index % n == 0]
+            due = [stream for stream, n in periods if self._step_index % n == 0]
             if due:
                 samples.extend(self._sample(due))
-        if self.reality is not None and samples:
-            samples = self.reality.filter_samples(samples, self.first_command_ns)
+        physics.check_stable()
+        if reality is not None and samples:
+            samples = reality.filter_samples(samples, self.first_command_ns)
         return samples
 
     def _sample(self, streams: list[str]) -> list[StreamSample]:

@@ -6,12 +6,16 @@ A scenario is a YAML file (built-in ones live in config/scenarios/)::
     seed: 3
     duration_s: 30
     task: wipe
+    robot: arm7                 # optional: arm7 (default), ur6, panda7
+    sensors: {wrench: true}     # optional: what the physical robot has (see Sensors)
+    idle: [{start_s: 40, end_s: 70}]   # optional: the arm rests at home through these windows
     injections:
       - {category: contact, kind: friction, start_s: 8, end_s: 22, params: {scale: 0.4}}
 
 Times are seconds from the first mirrored command. Every kind's parameters have
-defaults (see ``KINDS``). Files are validated on load; errors name the file, the
-entry and the field.
+defaults (see ``KINDS``); those that name a link or a joint or place something in the
+workspace default per robot (``RobotSpec.injection_defaults``). Files are validated on
+load; errors name the file, the entry and the field.
 """
 
 from __future__ import annotations
@@ -25,232 +29,56 @@ import yaml
 
 from sim_real_bridge.errors import ScenarioError
 from sim_real_bridge.resources import share_path
-from sim_real_bridge.sim.physics import ARM_JOINT_NAMES
+from sim_real_bridge.sim.kinds import (  # noqa: F401 - re-exported: the scenario's vocabulary
+    CATEGORIES,
+    KINDS,
+    STREAMS,
+    BadValue,
+    Check,
+    KindSpec,
+    ParamSpec,
+    number,
+)
+from sim_real_bridge.sim.robots import DEFAULT_ROBOT, ROBOTS, RobotSpec, robot_spec
 from sim_real_bridge.sim.tasks import TASKS
 
-#: Gap categories, in the order the tour visits them.
-CATEGORIES: tuple[str, ...] = ("dynamics", "contact", "sensor", "human", "unauthored")
-
-#: Streams the sensor injections can act on.
-STREAMS: tuple[str, ...] = ("joint_states", "wrench", "ee_pose", "object_pose")
-
-_BODIES = ("link1", "link2", "link3", "link4", "link5", "link6", "link7", "tool")
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    """One documented parameter: default, description and a checker returning the clean value."""
-
-    default: Any
-    description: str
-    check: Callable[[Any], Any]
-
-
-@dataclass(frozen=True)
-class KindSpec:
-    """An injection kind: its category, what it does, and its parameters."""
-
-    category: str
-    description: str
-    params: Mapping[str, ParamSpec]
-
-
-class _Bad(ValueError):
-    """Raised by checkers; turned into ScenarioError with file/entry/field by the loader."""
-
-
-def _number(low: float, high: float, low_open: bool = False) -> Callable[[Any], float]:
-    def check(value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise _Bad(f"must be a finite number, got {value!r}")
-        if value < low or (low_open and value == low) or value > high:
-            bracket = "(" if low_open else "["
-            raise _Bad(f"must be in {bracket}{low}, {high}], got {value!r}")
-        return float(value)
-
-    return check
-
-
-def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
-    def check(value: Any) -> str:
-        if value not in options:
-            raise _Bad(f"must be one of {', '.join(options)}, got {value!r}")
-        return str(value)
-
-    return check
-
-
-def _vector3(nonzero: bool = False, positive: bool = False) -> Callable[[Any], tuple[float, float, float]]:
-    def check(value: Any) -> tuple[float, float, float]:
-        if (
-            not isinstance(value, (list, tuple))
-            or len(value) != 3
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
-        ):
-            raise _Bad(f"must be a list of 3 finite numbers, got {value!r}")
-        if nonzero and not any(value):
-            raise _Bad("must not be the zero vector")
-        if positive and min(value) <= 0:
-            raise _Bad(f"must have positive entries, got {value!r}")
-        return tuple(float(v) for v in value)
-
-    return check
-
-
-def _joints(value: Any) -> tuple[str, ...]:
-    if value == "all":
-        return ARM_JOINT_NAMES
-    names = [value] if isinstance(value, str) else value
-    if not isinstance(names, (list, tuple)) or not names or not all(n in ARM_JOINT_NAMES for n in names):
-        raise _Bad(f"must be 'all', a joint name or a list of joint names ({', '.join(ARM_JOINT_NAMES)}), got {value!r}")
-    return tuple(names)
-
-
-def _p(default: Any, description: str, check: Callable[[Any], Any]) -> ParamSpec:
-    return ParamSpec(default, description, check)
-
-
-#: Every injection kind with its documented parameters and defaults.
-KINDS: dict[str, KindSpec] = {
-    # ------------------------------------------------------------------ dynamics
-    "actuation_latency": KindSpec(
-        "dynamics",
-        "Commanded joint targets reach the actuators late (a transport/servo delay).",
-        {"delay_s": _p(0.06, "delay added to every commanded target, s", _number(0.0, 1.0, True))},
-    ),
-    "gain": KindSpec(
-        "dynamics",
-        "Position-loop stiffness kp of the actuators is scaled (damping kv unchanged).",
-        {
-            "scale": _p(0.4, "factor on kp", _number(0.0, 5.0, True)),
-            "joints": _p("all", "'all', a joint name or a list of joint names", _joints),
-        },
-    ),
-    "joint_friction": KindSpec(
-        "dynamics",
-        "Extra dry and viscous friction in the joints.",
-        {
-            "frictionloss_nm": _p(4.0, "added dry (Coulomb) friction, N m", _number(0.0, 200.0)),
-            "damping_nm_s_per_rad": _p(8.0, "added viscous damping, N m s/rad", _number(0.0, 500.0)),
-            "joints": _p("all", "'all', a joint name or a list of joint names", _joints),
-        },
-    ),
-    "payload": KindSpec(
-        "dynamics",
-        "An uncompensated mass is attached to the tool (the controller does not know it).",
-        {"mass_kg": _p(2.0, "payload mass, kg", _number(0.0, 10.0, True))},
-    ),
-    # ------------------------------------------------------------------- contact
-    "friction": KindSpec(
-        "contact",
-        "Sliding friction of the table, object and tool is scaled.",
-        {"scale": _p(0.3, "factor on the sliding friction coefficient", _number(0.0, 5.0, True))},
-    ),
-    "stiffness": KindSpec(
-        "contact",
-        "Contact stiffness of the table, object and tool is scaled (softer or harder surfaces).",
-        {"scale": _p(0.05, "factor on contact stiffness (solref time constant / sqrt(scale))", _number(0.0, 4.0, True))},
-    ),
-    "object_mass": KindSpec(
-        "contact",
-        "The object is heavier (or lighter) than the simulator believes.",
-        {"scale": _p(4.0, "factor on the object's mass and inertia", _number(0.0, 50.0, True))},
-    ),
-    # -------------------------------------------------------------------- sensor
-    "ft_bias_drift": KindSpec(
-        "sensor",
-        "The force/torque sensor's bias drifts linearly from the window's start (thermal drift).",
-        {
-            "force_rate_n_per_s": _p(1.0, "force bias growth, N/s", _number(-50.0, 50.0)),
-            "torque_rate_nm_per_s": _p(0.05, "torque bias growth, N m/s", _number(-5.0, 5.0)),
-            "axis": _p("z", "sensor axis that drifts", _choice(("x", "y", "z"))),
-        },
-    ),
-    "dropout": KindSpec(
-        "sensor",
-        "Samples of one stream are lost.",
-        {
-            "stream": _p("wrench", "stream that loses samples", _choice(STREAMS)),
-            "probability": _p(1.0, "fraction of samples dropped in the window", _number(0.0, 1.0, True)),
-        },
-    ),
-    "nan_burst": KindSpec(
-        "sensor",
-        "Samples of one stream carry NaN values.",
-        {
-            "stream": _p("wrench", "stream whose values become NaN", _choice(STREAMS)),
-            "probability": _p(1.0, "fraction of samples turned to NaN in the window", _number(0.0, 1.0, True)),
-        },
-    ),
-    "frozen": KindSpec(
-        "sensor",
-        "One stream repeats its last value (stamps keep advancing).",
-        {"stream": _p("joint_states", "stream that freezes", _choice(STREAMS))},
-    ),
-    "stamp_jitter": KindSpec(
-        "sensor",
-        "Header stamps of one stream get Gaussian noise (values unchanged).",
-        {
-            "stream": _p("joint_states", "stream whose stamps jitter", _choice(STREAMS)),
-            "std_ms": _p(4.0, "standard deviation of the stamp noise, ms", _number(0.0, 100.0, True)),
-        },
-    ),
-    # --------------------------------------------------------------------- human
-    "push": KindSpec(
-        "human",
-        "A person pushes a link with a steady force (ramped in and out).",
-        {
-            "force_n": _p(40.0, "force magnitude, N", _number(0.0, 300.0, True)),
-            "direction": _p((0.0, 1.0, 0.0), "world-frame direction (normalised)", _vector3(nonzero=True)),
-            "link": _p("link6", "body pushed", _choice(_BODIES)),
-            "ramp_s": _p(0.2, "rise and fall time, s", _number(0.0, 5.0)),
-        },
-    ),
-    "hold": KindSpec(
-        "human",
-        "A person grabs a link and holds it where it was (spring-damper, force limited).",
-        {
-            "stiffness_n_per_m": _p(3000.0, "hand stiffness, N/m", _number(0.0, 1e5, True)),
-            "damping_n_s_per_m": _p(80.0, "hand damping, N s/m", _number(0.0, 1e4)),
-            "max_force_n": _p(120.0, "largest force the hand applies, N", _number(0.0, 500.0, True)),
-            "link": _p("link6", "body held", _choice(_BODIES)),
-        },
-    ),
-    # ---------------------------------------------------------------- unauthored
-    "object_slip": KindSpec(
-        "unauthored",
-        "The object loses grip on the table and creeps (a slick or vibrating surface).",
-        {
-            "friction_scale": _p(0.05, "factor on the object's sliding friction", _number(0.0, 1.0, True)),
-            "drift_speed_m_s": _p(0.02, "creep speed the object approaches, m/s", _number(0.0, 0.5)),
-            "direction": _p((-1.0, 0.0, 0.0), "world-frame creep direction (normalised; z ignored)", _vector3(nonzero=True)),
-            "max_force_n": _p(2.0, "largest creep force, N", _number(0.0, 50.0)),
-        },
-    ),
-    "obstacle": KindSpec(
-        "unauthored",
-        "A box the simulator lacks appears in the workspace (default: across the reach and wipe paths). "
-        "If the arm occupies its spot at `start_s` it is shown but turns solid only once the arm is clear "
-        "of it (nothing materialises inside the robot).",
-        {
-            "position_m": _p((0.47, 0.12, 0.55), "box centre in the world frame, m", _vector3()),
-            "half_size_m": _p((0.03, 0.03, 0.15), "box half extents, m", _vector3(positive=True)),
-        },
-    ),
-    "joint_stall": KindSpec(
-        "unauthored",
-        "One joint's drive stalls: the actuator gives no torque and the joint sticks.",
-        {
-            "joint": _p("joint4", "joint that stalls", _choice(ARM_JOINT_NAMES)),
-            "frictionloss_nm": _p(300.0, "holding friction of the stalled joint, N m", _number(0.0, 5000.0, True)),
-        },
-    ),
-}
-
 _TOP_FIELDS = ("name", "seed", "duration_s", "task", "injections")
-_OPTIONAL_TOP_FIELDS = ("description",)
+_OPTIONAL_TOP_FIELDS = ("description", "robot", "sensors", "idle")
 _ENTRY_FIELDS = ("category", "kind", "start_s", "end_s")
 _OPTIONAL_ENTRY_FIELDS = ("params",)
+#: Kinds that act on the wrench stream whatever their parameters say.
+_WRENCH_KINDS = frozenset({"ft_bias_drift"})
+
+
+@dataclass(frozen=True)
+class Sensors:
+    """What the physical robot measures, applied by the stand-in to what it publishes.
+
+    Attributes:
+        wrench: it has a wrist force/torque sensor; false: joint states only (no wrench
+            stream at all).
+        encoder_resolution_rad: > 0: joint positions are quantized to this step.
+        joint_noise_rad: standard deviation of Gaussian noise on joint positions.
+        effort_noise: standard deviation of Gaussian noise on joint efforts (N m).
+    """
+
+    wrench: bool = True
+    encoder_resolution_rad: float = 0.0
+    joint_noise_rad: float = 0.0
+    effort_noise: float = 0.0
+
+    @property
+    def ideal(self) -> bool:
+        """Whether the robot measures exactly what the simulator does."""
+        return self == Sensors()
+
+
+#: The sensors block's numeric fields with their checkers.
+SENSOR_FIELDS: dict[str, Check] = {
+    "encoder_resolution_rad": number(0.0, 0.1),
+    "joint_noise_rad": number(0.0, 0.1),
+    "effort_noise": number(0.0, 100.0),
+}
 
 
 @dataclass(frozen=True)
@@ -290,6 +118,9 @@ class Scenario:
     injections: tuple[Injection, ...]
     source: str = "<memory>"
     description: str = ""
+    robot: str = DEFAULT_ROBOT
+    sensors: Sensors = Sensors()
+    idle: tuple[tuple[float, float], ...] = ()
 
 
 def builtin_scenario_dir() -> Path:
@@ -326,8 +157,13 @@ def resolve_scenario_path(name_or_path: str | Path) -> Path:
     return candidate
 
 
-def load_scenario(name_or_path: str | Path) -> Scenario:
+def load_scenario(name_or_path: str | Path, robot: str | None = None) -> Scenario:
     """Load and validate a scenario by built-in name or path.
+
+    Args:
+        name_or_path: built-in scenario name or YAML path.
+        robot: run it on this built-in robot instead of the file's ``robot`` (its
+            parameters are then checked against, and default for, that robot).
 
     Raises:
         ScenarioError: the file is missing, not YAML, or invalid; the message names the
@@ -338,11 +174,16 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise ScenarioError(f"{path}: not valid YAML: {exc}") from exc
-    return parse_scenario(data, source=str(path))
+    return parse_scenario(data, source=str(path), robot=robot)
 
 
-def parse_scenario(data: Any, source: str = "<memory>") -> Scenario:
+def parse_scenario(data: Any, source: str = "<memory>", robot: str | None = None) -> Scenario:
     """Validate a scenario given as a mapping (as read from YAML).
+
+    Args:
+        data: the mapping.
+        source: file name for messages.
+        robot: overrides the mapping's ``robot`` (see ``load_scenario``).
 
     Raises:
         ScenarioError: naming ``source``, the entry and the field.
@@ -359,16 +200,32 @@ def parse_scenario(data: Any, source: str = "<memory>") -> Scenario:
     for key in _TOP_FIELDS:
         if key not in data:
             raise fail(key, "missing field")
+    header = _parse_header(data, fail)
+    spec = _parse_robot(data.get("robot", DEFAULT_ROBOT) if robot is None else robot,
+                        "robot" if robot is None else "robot (override)", fail)
+    sensors = _parse_sensors(data.get("sensors"), fail)
+    idle = _parse_idle(data.get("idle"), header["duration_s"], fail)
+    entries = data["injections"]
+    if entries is None:
+        entries = []
+    if not isinstance(entries, list):
+        raise fail("injections", f"must be a list, got {type(entries).__name__}")
+    injections = tuple(
+        _parse_injection(entry, i, header["duration_s"], spec, sensors, fail) for i, entry in enumerate(entries)
+    )
+    return Scenario(**header, injections=injections, source=source, robot=spec.name, sensors=sensors, idle=idle)
+
+
+def _parse_header(data: dict, fail: Callable[[str, str], ScenarioError]) -> dict[str, Any]:
     name = data["name"]
     if not isinstance(name, str) or not name:
         raise fail("name", f"must be a non-empty string, got {name!r}")
     seed = data["seed"]
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise fail("seed", f"must be a non-negative integer, got {seed!r}")
-    duration = data["duration_s"]
     try:
-        duration_s = _number(0.0, 86400.0, True)(duration)
-    except _Bad as exc:
+        duration_s = number(0.0, 86400.0, True)(data["duration_s"])
+    except BadValue as exc:
         raise fail("duration_s", str(exc)) from None
     task = data["task"]
     if task not in TASKS:
@@ -376,24 +233,75 @@ def parse_scenario(data: Any, source: str = "<memory>") -> Scenario:
     description = data.get("description", "")
     if not isinstance(description, str):
         raise fail("description", f"must be a string, got {description!r}")
-    entries = data["injections"]
-    if entries is None:
-        entries = []
-    if not isinstance(entries, list):
-        raise fail("injections", f"must be a list, got {type(entries).__name__}")
-    injections = tuple(_parse_injection(entry, i, duration_s, fail) for i, entry in enumerate(entries))
-    return Scenario(
-        name=name,
-        seed=seed,
-        duration_s=duration_s,
-        task=task,
-        injections=injections,
-        source=source,
-        description=description,
-    )
+    return {"name": name, "seed": seed, "duration_s": duration_s, "task": task, "description": description}
 
 
-def _parse_injection(entry: Any, index: int, duration_s: float, fail: Callable[[str, str], ScenarioError]) -> Injection:
+def _parse_robot(value: Any, where: str, fail: Callable[[str, str], ScenarioError]) -> RobotSpec:
+    if not isinstance(value, str) or value not in ROBOTS:
+        raise fail(where, f"must be one of {', '.join(ROBOTS)}, got {value!r}")
+    return robot_spec(value)
+
+
+def _parse_sensors(value: Any, fail: Callable[[str, str], ScenarioError]) -> Sensors:
+    if value is None:
+        return Sensors()
+    if not isinstance(value, dict):
+        raise fail("sensors", f"must be a mapping, got {type(value).__name__}")
+    known = ("wrench", *SENSOR_FIELDS)
+    for key in value:
+        if key not in known:
+            raise fail(f"sensors.{key}", f"unknown field (expected {', '.join(known)})")
+    wrench = value.get("wrench", True)
+    if not isinstance(wrench, bool):
+        raise fail("sensors.wrench", f"must be true or false, got {wrench!r}")
+    numbers = {}
+    for key, check in SENSOR_FIELDS.items():
+        try:
+            numbers[key] = check(value.get(key, 0.0))
+        except BadValue as exc:
+            raise fail(f"sensors.{key}", str(exc)) from None
+    return Sensors(wrench=wrench, **numbers)
+
+
+def _parse_idle(value: Any, duration_s: float, fail: Callable[[str, str], ScenarioError]) -> tuple[tuple[float, float], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise fail("idle", f"must be a list, got {type(value).__name__}")
+    windows = []
+    for i, item in enumerate(value):
+        where = f"idle[{i}]"
+        if not isinstance(item, dict) or set(item) != {"start_s", "end_s"}:
+            raise fail(where, f"must be a mapping with start_s and end_s, got {item!r}")
+        times = _window_times(item, where, duration_s, fail)
+        windows.append((times["start_s"], times["end_s"]))
+    return tuple(windows)
+
+
+def _window_times(entry: dict, where: str, duration_s: float, fail: Callable[[str, str], ScenarioError]) -> dict[str, float]:
+    times = {}
+    for key in ("start_s", "end_s"):
+        try:
+            times[key] = number(-math.inf, math.inf)(entry[key])
+        except BadValue as exc:
+            raise fail(f"{where}.{key}", str(exc)) from None
+    if times["start_s"] < 0:
+        raise fail(f"{where}.start_s", f"{times['start_s']} is before the run starts (0)")
+    if times["end_s"] > duration_s:
+        raise fail(f"{where}.end_s", f"{times['end_s']} is after the run ends (duration_s {duration_s})")
+    if times["end_s"] <= times["start_s"]:
+        raise fail(f"{where}.end_s", f"{times['end_s']} is not after start_s {times['start_s']}")
+    return times
+
+
+def _parse_injection(
+    entry: Any,
+    index: int,
+    duration_s: float,
+    robot: RobotSpec,
+    sensors: Sensors,
+    fail: Callable[[str, str], ScenarioError],
+) -> Injection:
     where = f"injections[{index}]"
     if not isinstance(entry, dict):
         raise fail(where, f"must be a mapping, got {type(entry).__name__}")
@@ -412,36 +320,30 @@ def _parse_injection(entry: Any, index: int, duration_s: float, fail: Callable[[
         raise fail(f"{where}.category", f"unknown category {category!r} (known: {', '.join(CATEGORIES)})")
     if category != spec.category:
         raise fail(f"{where}.category", f"kind {kind!r} belongs to category {spec.category!r}, not {category!r}")
-    times = {}
-    for key in ("start_s", "end_s"):
-        try:
-            times[key] = _number(-math.inf, math.inf)(entry[key])
-        except _Bad as exc:
-            raise fail(f"{where}.{key}", str(exc)) from None
-    if times["start_s"] < 0:
-        raise fail(f"{where}.start_s", f"{times['start_s']} is before the run starts (0)")
-    if times["end_s"] > duration_s:
-        raise fail(f"{where}.end_s", f"{times['end_s']} is after the run ends (duration_s {duration_s})")
-    if times["end_s"] <= times["start_s"]:
-        raise fail(f"{where}.end_s", f"{times['end_s']} is not after start_s {times['start_s']}")
-    raw_params = entry.get("params") or {}
+    times = _window_times(entry, where, duration_s, fail)
+    params = _parse_params(entry.get("params"), kind, where, robot, fail)
+    if not sensors.wrench and (kind in _WRENCH_KINDS or params.get("stream") == "wrench"):
+        field_name = f"{where}.kind" if kind in _WRENCH_KINDS else f"{where}.params.stream"
+        raise fail(field_name, f"{kind} on the wrench stream needs a wrench sensor, and sensors.wrench is false")
+    return Injection(category=category, kind=kind, start_s=times["start_s"], end_s=times["end_s"], params=params,
+                     index=index)
+
+
+def _parse_params(raw: Any, kind: str, where: str, robot: RobotSpec,
+                  fail: Callable[[str, str], ScenarioError]) -> dict[str, Any]:
+    spec = KINDS[kind]
+    raw_params = raw or {}
     if not isinstance(raw_params, dict):
         raise fail(f"{where}.params", f"must be a mapping, got {type(raw_params).__name__}")
-    params: dict[str, Any] = {}
     for key in raw_params:
         if key not in spec.params:
             raise fail(f"{where}.params.{key}", f"unknown parameter for {kind!r} (known: {', '.join(spec.params)})")
+    params: dict[str, Any] = {}
     for key, param in spec.params.items():
-        value = raw_params.get(key, param.default)
+        value = raw_params.get(key, param.default_for(kind, key, robot))
         try:
-            params[key] = param.check(value)
-        except _Bad as exc:
+            params[key] = param.check(value, robot)
+        except BadValue as exc:
             raise fail(f"{where}.params.{key}", str(exc)) from None
-    return Injection(
-        category=category,
-        kind=kind,
-        start_s=times["start_s"],
-        end_s=times["end_s"],
-        params=params,
-        index=index,
-    )
+    return params
+

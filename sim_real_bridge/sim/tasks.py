@@ -1,21 +1,27 @@
 """Built-in command programs: `reach`, `wipe`, `push` and `tour` (all three in turn).
 
-A program is a list of cycles; each cycle is one JointTrajectory that starts and ends at
-the home pose, sent when the previous one ends (a new goal replaces the old). Joint
-targets come from Cartesian tool-tip paths solved by damped least squares inverse
-kinematics on the MuJoCo model, once, deterministically.
+A program is a list of segments; each is one JointTrajectory that starts and ends at
+the home pose, sent when the previous one ends (a new goal replaces the old): the task's
+cycles, and ``idle`` segments that hold the home pose through a scenario's idle windows.
+Joint targets come from Cartesian tool-tip paths (the same paths in the world frame for
+every built-in robot, apart from each robot's ``reach`` legs) solved by damped least
+squares inverse kinematics on the robot's MuJoCo model, once, deterministically.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sim_real_bridge.errors import ConfigError
-from sim_real_bridge.sim.physics import ArmPhysics
+from sim_real_bridge.sim.robots import DEFAULT_ROBOT, RobotSpec, robot_spec
 from sim_real_bridge.sim.trajectory import JointTrajectoryData, TrajectoryPoint
+
+if TYPE_CHECKING:  # MuJoCo loads only when a cycle is built: scenario validation does not need it
+    from sim_real_bridge.sim.physics import ArmPhysics
 
 #: Names of the built-in programs.
 TASKS: tuple[str, ...] = ("reach", "wipe", "push", "tour")
@@ -34,6 +40,10 @@ _DOWN = np.diag([-1.0, 1.0, -1.0])
 
 #: Which contact each cycle kind makes, for documentation and tests.
 CYCLE_CONTACT = {"reach": "none", "wipe": "table", "push": "object"}
+#: Tool tip below this height: the cycle is in its contact phase (wipe strokes, pushes).
+LOW_TIP_Z_M = 0.44
+#: Name of the segments that hold the home pose.
+IDLE = "idle"
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,7 @@ class TaskProgram:
     task: str
     segments: tuple[tuple[int, JointTrajectoryData], ...]
     phases: tuple[Phase, ...]
+    robot: str = DEFAULT_ROBOT
 
     @property
     def duration_ns(self) -> int:
@@ -60,11 +71,19 @@ class TaskProgram:
         return offset + traj.duration_ns
 
     def phase_at(self, t_s: float) -> str:
-        """Name of the cycle running at ``t_s`` (``idle`` outside the program)."""
+        """Name of the segment running at ``t_s`` (``idle`` outside the program)."""
         for phase in self.phases:
             if phase.start_s <= t_s < phase.end_s:
                 return phase.name
-        return "idle"
+        return IDLE
+
+    def contact_windows_s(self) -> list[tuple[float, float]]:
+        """Windows (s from the first command) where the tool is low: wipe strokes and pushes."""
+        out = []
+        for phase in self.phases:
+            if phase.name in ("wipe", "push"):
+                out += [(phase.start_s + a, phase.start_s + b) for a, b in low_phases(phase.name, self.robot)]
+        return out
 
 
 def solve_ik(
@@ -76,10 +95,10 @@ def solve_ik(
     tolerance: float = 1e-5,
     damping: float = 1e-4,
 ) -> np.ndarray:
-    """Joint positions (7,) putting the tool tip at ``target_pos_m`` with ``target_rot``.
+    """Joint positions (n,) putting the tool tip at ``target_pos_m`` with ``target_rot``.
 
-    Damped least squares with a null-space pull towards the home pose; overwrites the
-    arm's state of ``physics`` (call on a scratch ArmPhysics).
+    Damped least squares with a null-space pull towards the home pose (redundant arms);
+    overwrites the arm's state of ``physics`` (call on a scratch ArmPhysics).
 
     Raises:
         ConfigError: no solution within 1 mm / 0.01 rad.
@@ -99,7 +118,7 @@ def solve_ik(
         dq = jac.T @ np.linalg.solve(jjt, err)
         if err @ err < 1e-6:
             # Near the target, drift towards home in the null space (keeps solutions smooth).
-            null = np.eye(7) - jac.T @ np.linalg.solve(jac @ jac.T + 1e-9 * np.eye(6), jac)
+            null = np.eye(len(q)) - jac.T @ np.linalg.solve(jac @ jac.T + 1e-9 * np.eye(6), jac)
             dq += null @ (0.02 * (home - q))
         q = np.clip(q + dq, lower, upper)
     if np.linalg.norm(err[:3]) > 1e-3 or np.linalg.norm(err[3:]) > 1e-2:
@@ -133,16 +152,10 @@ def _cartesian_path(waypoints: list[tuple[tuple[float, float, float], float]], s
     return np.vstack(out)
 
 
-def _cycle_waypoints(kind: str, home_pos: np.ndarray) -> list[tuple[tuple[float, float, float], float]]:
+def _cycle_waypoints(kind: str, home_pos: np.ndarray, spec: RobotSpec) -> list[tuple[tuple[float, float, float], float]]:
     home = tuple(float(v) for v in home_pos)
     if kind == "reach":
-        return [
-            ((0.50, -0.25, 0.62), 1.5),
-            ((0.65, 0.00, 0.68), 1.5),
-            ((0.50, 0.25, 0.62), 1.5),
-            ((0.38, 0.00, 0.75), 1.5),
-            (home, 1.5),
-        ]
+        return [*spec.reach_waypoints, (home, 1.5)]
     if kind == "wipe":
         z_contact = TABLE_TOP_Z_M + TIP_RADIUS_M - WIPE_PRESS_M
         x = 0.48
@@ -173,19 +186,40 @@ def _cycle_waypoints(kind: str, home_pos: np.ndarray) -> list[tuple[tuple[float,
     raise ConfigError(f"unknown cycle {kind!r}; expected one of reach, wipe, push")
 
 
-@lru_cache(maxsize=8)
-def build_cycle(kind: str) -> JointTrajectoryData:
-    """One cycle of ``reach``, ``wipe`` or ``push`` as a trajectory from and to home.
+@lru_cache(maxsize=16)
+def low_phases(kind: str, robot: str = DEFAULT_ROBOT) -> tuple[tuple[float, float], ...]:
+    """Stretches (s from the cycle's start) where the cycle's tool tip is below LOW_TIP_Z_M."""
+    if kind not in CYCLE_CONTACT:
+        raise ConfigError(f"unknown cycle {kind!r}; expected one of reach, wipe, push")
+    spec = robot_spec(robot)
+    home = np.asarray(spec.home_tip_m, dtype=float)
+    z = _cartesian_path(_cycle_waypoints(kind, home, spec), home)[:, 2]
+    low = np.concatenate([[False], z < LOW_TIP_Z_M, [False]])
+    edges = np.flatnonzero(np.diff(low.astype(int)))
+    dt_s = POINT_SPACING_NS * 1e-9
+    # Path sample k is reached at (k + 1) * dt from the cycle's start.
+    return tuple((float((a + 1) * dt_s), float((b + 1) * dt_s)) for a, b in zip(edges[::2], edges[1::2]))
+
+
+@lru_cache(maxsize=16)
+def build_cycle(kind: str, robot: str = DEFAULT_ROBOT) -> JointTrajectoryData:
+    """One cycle of ``reach``, ``wipe`` or ``push`` of ``robot``, as a trajectory from and to home.
 
     Points every 50 ms with positions and velocities (cubic interpolation).
 
     Raises:
-        ConfigError: unknown cycle name.
+        ConfigError: unknown cycle or robot name.
     """
-    physics = ArmPhysics()
+    spec = robot_spec(robot)
+    if kind not in CYCLE_CONTACT:
+        raise ConfigError(f"unknown cycle {kind!r}; expected one of reach, wipe, push")
+    from sim_real_bridge.sim.physics import ArmPhysics
+
+    physics = ArmPhysics(robot=spec.name)
     home_q = physics.home_q_rad
     home_pos, _ = physics.ee_pose()
-    path = _cartesian_path(_cycle_waypoints(kind, home_pos), home_pos)
+    waypoints = _cycle_waypoints(kind, home_pos, spec)
+    path = _cartesian_path(waypoints, home_pos)
     qs = []
     seed = home_q
     for pos in path:
@@ -195,7 +229,7 @@ def build_cycle(kind: str) -> JointTrajectoryData:
     # The arm is redundant: IK may come home in another null-space posture. Blend the
     # (small, nearly null-space) difference in over the last leg so every cycle ends
     # exactly at home.
-    n_last = int(round(_cycle_waypoints(kind, home_pos)[-1][1] * 1e9 / POINT_SPACING_NS))
+    n_last = int(round(waypoints[-1][1] * 1e9 / POINT_SPACING_NS))
     ramp = _min_jerk(n_last + 1)[1:]
     q[-n_last:] += ramp[:, None] * (home_q - q[-1])[None, :]
     dt_s = POINT_SPACING_NS * 1e-9
@@ -209,28 +243,50 @@ def build_cycle(kind: str) -> JointTrajectoryData:
     return JointTrajectoryData(joint_names=physics.joint_names, points=points)
 
 
-def build_program(task: str, duration_s: float) -> TaskProgram:
-    """Cycles of ``task`` repeated until ``duration_s`` is covered.
+def hold_segment(home_q_rad: np.ndarray, joint_names: tuple[str, ...], duration_ns: int) -> JointTrajectoryData:
+    """A trajectory that holds ``home_q_rad`` for ``duration_ns`` (one point, zero velocity)."""
+    point = TrajectoryPoint(time_from_start_ns=int(duration_ns), positions=np.asarray(home_q_rad, dtype=float).copy(),
+                            velocities=np.zeros(len(joint_names)))
+    return JointTrajectoryData(joint_names=tuple(joint_names), points=(point,))
 
-    ``tour`` runs reach, wipe and push in turn.
+
+def build_program(
+    task: str,
+    duration_s: float,
+    robot: str = DEFAULT_ROBOT,
+    idle_windows_s: tuple[tuple[float, float], ...] = (),
+) -> TaskProgram:
+    """Cycles of ``task`` for ``robot`` repeated until ``duration_s`` is covered.
+
+    ``tour`` runs reach, wipe and push in turn. Through each idle window (start_s,
+    end_s) the arm rests at home: no cycle overlaps the window; an ``idle`` segment (the
+    home pose held) runs from the end of the last cycle before it to the window's end.
 
     Raises:
-        ConfigError: unknown task or non-positive duration.
+        ConfigError: unknown task or robot, or a non-positive duration.
     """
     if task not in TASKS:
         raise ConfigError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
     if not duration_s > 0:
         raise ConfigError(f"task duration must be positive, got {duration_s}")
+    spec = robot_spec(robot)
     order = ("reach", "wipe", "push") if task == "tour" else (task,)
-    segments = []
-    phases = []
+    windows = sorted((int(round(a * 1e9)), int(round(b * 1e9))) for a, b in idle_windows_s)
+    segments: list[tuple[int, JointTrajectoryData]] = []
+    phases: list[Phase] = []
     offset_ns = 0
     i = 0
     while offset_ns < duration_s * 1e9:
-        kind = order[i % len(order)]
-        cycle = build_cycle(kind)
-        segments.append((offset_ns, cycle))
-        phases.append(Phase(kind, offset_ns * 1e-9, (offset_ns + cycle.duration_ns) * 1e-9))
-        offset_ns += cycle.duration_ns
-        i += 1
-    return TaskProgram(task=task, segments=tuple(segments), phases=tuple(phases))
+        cycle = build_cycle(order[i % len(order)], spec.name)
+        blocking = [end for start, end in windows if offset_ns < end and offset_ns + cycle.duration_ns > start]
+        if blocking:
+            hold_ns = max(blocking) - offset_ns
+            segment = hold_segment(cycle.points[-1].positions, cycle.joint_names, hold_ns)
+            name = IDLE
+        else:
+            segment, name = cycle, order[i % len(order)]
+            i += 1
+        segments.append((offset_ns, segment))
+        phases.append(Phase(name, offset_ns * 1e-9, (offset_ns + segment.duration_ns) * 1e-9))
+        offset_ns += segment.duration_ns
+    return TaskProgram(task=task, segments=tuple(segments), phases=tuple(phases), robot=spec.name)

@@ -144,14 +144,36 @@ class TrajectoryFollower:
 
     def sample(self, t_ns: int) -> tuple[np.ndarray, np.ndarray]:
         """Desired (positions, velocities) at ``t_ns``, each shape (n,)."""
+        q, qd = self.sample_many(np.array([t_ns], dtype=np.int64))
+        return q[0], qd[0]
+
+    def sample_many(self, times_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Desired (positions, velocities) at each of ``times_ns`` (k,), each shape (k, n).
+
+        Before the first point: the first position (its velocity exactly at it, else 0);
+        after the last: the last position at rest; between points: linear, or cubic
+        Hermite when every point has velocities.
+        """
         times = self._times_ns
-        if t_ns <= times[0]:
-            return self._q[0].copy(), (self._qd[0].copy() if t_ns == times[0] else np.zeros(self._q.shape[1]))
-        if t_ns >= times[-1]:
-            return self._q[-1].copy(), np.zeros(self._q.shape[1])
-        k = int(np.searchsorted(times, t_ns, side="right")) - 1
-        dt_s = (times[k + 1] - times[k]) * 1e-9
-        s = (t_ns - times[k]) * 1e-9 / dt_s
+        t = np.asarray(times_ns, dtype=np.int64)
+        n = self._q.shape[1]
+        q = np.empty((t.shape[0], n))
+        qd = np.zeros((t.shape[0], n))
+        before = t <= times[0]
+        after = (t >= times[-1]) & ~before
+        inside = ~(before | after)
+        q[before] = self._q[0]
+        qd[before & (t == times[0])] = self._qd[0]
+        q[after] = self._q[-1]
+        if np.any(inside):
+            q[inside], qd[inside] = self._interpolate(t[inside])
+        return q, qd
+
+    def _interpolate(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        times = self._times_ns
+        k = np.searchsorted(times, t, side="right") - 1
+        dt_s = ((times[k + 1] - times[k]) * 1e-9)[:, None]
+        s = ((t - times[k]) * 1e-9)[:, None] / dt_s
         q0, q1 = self._q[k], self._q[k + 1]
         if not self._cubic:
             return q0 + s * (q1 - q0), (q1 - q0) / dt_s
