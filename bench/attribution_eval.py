@@ -4,8 +4,8 @@ Each scenario runs through ``sim_real_bridge.sim.lockstep.run_lockstep``: the si
 the stand-in step at the physics rate (1 kHz) on the same command program, the stand-in
 hearing each command 0-2 ms later; their streams reach the monitor with a clock offset on
 the real side and receive delays of 1 ms plus exponential jitter, in order per stream.
-``to_analyze_messages`` (the one adapter to today's analysis) turns those columns into
-``core.engine.analyze_streams`` input (ticks every 20 ms, like the live node). Events are
+``analyse_run`` hands those columns to the engine as replay does and runs it at the live
+node's 20 ms ticks. Events are
 scored against the truth the demo would record (from each injection's effect start) with
 DESIGN.md's matching rule (``core.scoring.score_events``).
 
@@ -47,7 +47,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from sim_real_bridge.core.engine import EngineConfig, analyze_streams  # noqa: E402
+from sim_real_bridge.core.engine import DivergenceEngine, EngineConfig  # noqa: E402
 from sim_real_bridge.core.scoring import CATEGORIES, match_matrix, score_events  # noqa: E402
 from sim_real_bridge.core.summary import TruthCollector  # noqa: E402
 from sim_real_bridge.sim.lockstep import LockstepRun, Transport, run_lockstep  # noqa: E402
@@ -56,39 +56,33 @@ _POSE_WHICH = {"ee_pose": "ee", "object_pose": "object"}
 
 
 # --------------------------------------------------------------------------- adapter
-def to_analyze_messages(run: LockstepRun) -> Iterator[dict[str, Any]]:
-    """The run's columns as today's ``analyze_streams`` input: message dicts in receive order.
+TICK_NS = 20_000_000  # the live node's timer
 
-    Commands carry no points (the engine only notes their receipt).
-    """
-    names = list(run.joint_names)
-    columns: list[tuple[str, str, Any]] = [("", "command", None)]
+
+def analyse_run(run: LockstepRun, config: EngineConfig | None = None) -> DivergenceEngine:
+    """The run's columns through the engine as replay hands a recording over, ticked
+    every 20 ms of receive time like the live node; returns the engine after finish."""
+    engine = DivergenceEngine(config)
+    names = tuple(run.joint_names)
     recv = [run.commands.recv_ns]
+    for recv_ns in run.commands.recv_ns.tolist():
+        engine.add_command(recv_ns)
     for side, streams in run.streams.items():
         for stream, cols in streams.items():
-            columns.append((side, stream, cols))
+            v = cols.values
             recv.append(cols.recv_ns)
-    source = [np.full(len(r), k, dtype=np.int64) for k, r in enumerate(recv)]
-    index = [np.arange(len(r), dtype=np.int64) for r in recv]
-    recv_all = np.concatenate(recv)
-    order = np.argsort(recv_all, kind="stable")
-    source_all, index_all = np.concatenate(source)[order], np.concatenate(index)[order]
-    for r, s, i in zip(recv_all[order].tolist(), source_all.tolist(), index_all.tolist()):
-        side, stream, cols = columns[s]
-        if stream == "command":
-            yield {"type": "command", "stamp_ns": 0, "recv_ns": r, "names": names, "points": []}
-            continue
-        v = cols.values
-        stamp = int(cols.stamp_ns[i])
-        if stream == "joint_states":
-            yield {"type": "joint_state", "side": side, "stamp_ns": stamp, "recv_ns": r, "names": names,
-                   "q_rad": v["position"][i], "qd_rad_s": v["velocity"][i], "effort": v["effort"][i]}
-        elif stream == "wrench":
-            yield {"type": "wrench", "side": side, "stamp_ns": stamp, "recv_ns": r,
-                   "force_n": v["force"][i], "torque_nm": v["torque"][i]}
-        else:
-            yield {"type": "pose", "side": side, "which": _POSE_WHICH[stream], "stamp_ns": stamp, "recv_ns": r,
-                   "position_m": v["position"][i], "orientation_wxyz": v["orientation"][i]}
+            if stream == "joint_states":
+                engine.add_joint_states(side, cols.stamp_ns, cols.recv_ns, names, v["position"], v["velocity"],
+                                        v["effort"])
+            elif stream == "wrench":
+                engine.add_wrench(side, cols.stamp_ns, cols.recv_ns, v["force"], v["torque"])
+            else:
+                engine.add_pose(side, stream, cols.stamp_ns, cols.recv_ns, v["position"], v["orientation"])
+    received = np.concatenate([r for r in recv if len(r)])
+    first, last = int(received.min()), int(received.max())
+    engine.run(np.arange((first // TICK_NS + 1) * TICK_NS, last + TICK_NS, TICK_NS, dtype=np.int64))
+    engine.finish()
+    return engine
 
 
 # --------------------------------------------------------------------------- one run
@@ -100,9 +94,8 @@ def truth_of(run: LockstepRun) -> tuple[list[dict[str, Any]], list[dict[str, Any
     return labels.truth(duration_s), labels.without_effect(duration_s)
 
 
-def evaluate(messages: Any, meta: dict[str, Any], config: EngineConfig | None = None) -> dict[str, Any]:
-    """Run the engine on one scenario's messages and score its events."""
-    engine, _ = analyze_streams(messages, config)
+def evaluate(engine: DivergenceEngine, meta: dict[str, Any]) -> dict[str, Any]:
+    """Score an analysed run's events against its truth."""
     summary = engine.run_summary()
     events = [{k: e[k] for k in ("category", "kind", "start_s", "end_s", "severity")} for e in summary["events"]]
     scores = score_events(events, meta["truth"], duration_s=meta["duration_s"])
@@ -114,7 +107,7 @@ def run_and_evaluate(run: LockstepRun) -> dict[str, Any]:
     truth, without_effect = truth_of(run)
     scenario = run.scenario
     meta = {"truth": truth, "duration_s": scenario.duration_s}
-    result = evaluate(to_analyze_messages(run), meta)
+    result = evaluate(analyse_run(run), meta)
     result.update(name=scenario.name, robot=scenario.robot, task=scenario.task, duration_s=scenario.duration_s,
                   nominal=not scenario.injections, without_effect=without_effect,
                   sensors=dataclasses.asdict(scenario.sensors))
