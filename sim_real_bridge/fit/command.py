@@ -22,7 +22,7 @@ from sim_real_bridge.fit.errors import FitError
 from sim_real_bridge.fit.identify import (FitSettings, ParameterResult, StagedResult, fit_staged, joint_rms_rad,
                                           wrench_rms)
 from sim_real_bridge.fit.model import FitModel, Rollout, resolve_model
-from sim_real_bridge.fit.parameters import apply_values, build_parameters, expand_names, history_steps
+from sim_real_bridge.fit.parameters import apply_values, build_parameters, check_names, expand_names, history_steps
 from sim_real_bridge.fit.recording import Recording, read_recordings
 from sim_real_bridge.fit.windows import (DEFAULT_WINDOW_S, FitWindow, WindowData, check_motion, chunk_windows,
                                          default_params, event_windows, span_windows, window_data)
@@ -76,6 +76,7 @@ def fit_recordings(recordings: Sequence[Recording], request: FitRequest) -> dict
         ModelMismatchError, NoMotionError, UnknownParameterError, FitError: one line each.
     """
     started = time.perf_counter()
+    check_names(request.params or [])
     model_path, builtin = resolve_model(request.model)
     fit_model = FitModel(model_path, recordings[0].joint_names, builtin)
     windows: list[tuple[Recording, FitWindow]] = []
@@ -195,6 +196,7 @@ def _json_default(value: Any) -> Any:
 
 def run_fit(request: FitRequest) -> int:
     """Fit, write the outputs, print one summary line per parameter changed; returns 0."""
+    check_names(request.params or [])
     recordings = read_recordings(request.inputs, request.side)
     result = fit_recordings(recordings, request)
     if request.out_dir is None:

@@ -131,6 +131,18 @@ def expand_names(names: Sequence[str], facts: ModelFacts) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def check_names(names: Sequence[str]) -> None:
+    """Check the kinds and groups of ``names`` before any data is read (elements need the model).
+
+    Raises:
+        UnknownParameterError: a kind or group the fit does not know.
+    """
+    for raw in names:
+        name = raw.strip()
+        if name and name not in GROUPS:
+            _check_kind(name.split(":", 1)[0])
+
+
 def _check_kind(kind: str) -> None:
     if kind not in KINDS:
         known = ", ".join([f"{k}:JOINT" for k in JOINT_KINDS] + list(MODEL_KINDS)
