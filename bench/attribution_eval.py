@@ -114,17 +114,40 @@ def run_and_evaluate(run: LockstepRun) -> dict[str, Any]:
     return result
 
 
-def run_seed(task: tuple[int, str | None]) -> dict[str, Any]:
-    """Worker: generate the scenario of a seed, run it in lockstep, analyse and score it."""
+def run_seed(task: tuple[int, str | None, Path | None]) -> dict[str, Any]:
+    """Worker: generate the scenario of a seed, run it in lockstep (or read the cached
+    run), analyse and score it."""
     from sim_real_bridge.sim.generate import generate_scenario
     from sim_real_bridge.sim.scenario import parse_scenario
 
-    seed, robot = task
+    seed, robot, cache = task
     scenario = parse_scenario(generate_scenario(seed, robot), source=f"seed {seed}")
     started = time.perf_counter()
-    result = run_and_evaluate(run_lockstep(scenario))
+    run = _cached(cache, f"seed{seed}-{robot or 'any'}", repr(scenario).encode(), lambda: run_lockstep(scenario))
+    result = run_and_evaluate(run)
     result.update(seed=seed, wall_s=round(time.perf_counter() - started, 2))
     return result
+
+
+def _cached(cache: Path | None, stem: str, inputs: bytes, make: Any) -> LockstepRun:
+    """make(), or its pickled result from an earlier call with the same inputs and simulator sources."""
+    if cache is None:
+        return make()
+    digest = hashlib.sha1(inputs)
+    for source in sorted((REPO / "sim_real_bridge" / "sim").rglob("*")):
+        if source.suffix in (".py", ".xml"):
+            digest.update(source.read_bytes())
+    path = cache / f"{stem}-{digest.hexdigest()[:12]}.pkl"
+    if path.exists():
+        with path.open("rb") as fh:
+            return pickle.load(fh)
+    run = make()
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    with partial.open("wb") as fh:
+        pickle.dump(run, fh)
+    partial.replace(path)
+    return run
 
 
 # --------------------------------------------------------------------------- pooling
@@ -236,9 +259,9 @@ def parse_seeds(text: str) -> range:
     return range(first, last)
 
 
-def run_seeds(seeds: range, robot: str | None, workers: int) -> list[dict[str, Any]]:
+def run_seeds(seeds: range, robot: str | None, workers: int, cache: Path | None = None) -> list[dict[str, Any]]:
     """Every seed's result, in seed order, computed by ``workers`` processes."""
-    tasks = [(seed, robot) for seed in seeds]
+    tasks = [(seed, robot, cache) for seed in seeds]
     if workers <= 1:
         results = [run_seed(task) for task in tasks]
     else:
@@ -251,22 +274,8 @@ def run_scenario_file(path: Path, cache: Path | None, transport: Transport) -> d
     """One scenario file, its lockstep run cached by inputs when ``cache`` is set."""
     from sim_real_bridge.sim.scenario import load_scenario
 
-    cached = None
-    if cache is not None:
-        digest = hashlib.sha1(path.read_bytes())
-        for source in sorted((REPO / "sim_real_bridge" / "sim").rglob("*")):
-            if source.suffix in (".py", ".xml"):
-                digest.update(source.read_bytes())
-        digest.update(repr(transport).encode())
-        cached = cache / f"{path.stem}-{digest.hexdigest()[:12]}.pkl"
-        if cached.exists():
-            with cached.open("rb") as fh:
-                return run_and_evaluate(pickle.load(fh))
-    run = run_lockstep(load_scenario(path), transport)
-    if cached is not None:
-        cache.mkdir(parents=True, exist_ok=True)
-        with cached.open("wb") as fh:
-            pickle.dump(run, fh)
+    run = _cached(cache, path.stem, path.read_bytes() + repr(transport).encode(),
+                  lambda: run_lockstep(load_scenario(path), transport))
     return run_and_evaluate(run)
 
 
@@ -288,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", nargs="*", type=Path,
                         default=[REPO / "config" / "scenarios", REPO / "test" / "data" / "scenarios_extra"],
                         help="scenario files or directories (without --seeds)")
-    parser.add_argument("--cache", type=Path, default=None, help="cache lockstep runs of scenario files here")
+    parser.add_argument("--cache", type=Path, default=None, help="cache lockstep runs (scenario files and seeds) here")
     parser.add_argument("--only", nargs="*", default=None, help="scenario stems to run")
     parser.add_argument("--cmd-delay-ms", type=int, default=None,
                         help="the stand-in hears commands this much later (default: 0-2 ms at random)")
@@ -300,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.robot is not None and args.robot not in ROBOTS:
             parser.error(f"--robot must be one of {', '.join(ROBOTS)}, got {args.robot!r}")
-        report = seeds_report(run_seeds(args.seeds, args.robot, max(1, args.workers)))
+        report = seeds_report(run_seeds(args.seeds, args.robot, max(1, args.workers), args.cache))
         report.update(seeds=f"{args.seeds.start}:{args.seeds.stop}", robot=args.robot, workers=args.workers,
                       elapsed_s=round(time.perf_counter() - started, 1))
         print(json.dumps(report, default=float) if args.json else json.dumps(

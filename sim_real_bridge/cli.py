@@ -3,6 +3,7 @@
     sim-real-bridge demo [--scenario NAME|PATH] [--duration S] [--summary PATH] [--record DIR]
     sim-real-bridge replay BAG_OR_DIR... --out DIR [--workers N]
     sim-real-bridge inspect BAG... [--json]
+    sim-real-bridge fit BAG_OR_SNAPSHOT... --model MJCF_OR_ROBOT --out DIR [--params NAMES]
     sim-real-bridge scenarios [generate --seed S --count N --out DIR [--robot NAME]]
     sim-real-bridge graph {demo,bridge}
 
@@ -89,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--out", type=Path, required=True, help="directory for gen_<seed>.yaml files")
     generate.add_argument("--robot", default=None, help="built-in robot for every scenario (default: drawn per scenario)")
 
+    fit = sub.add_parser("fit", help="fit simulator parameters to recorded real runs (mujoco.sysid)")
+    fit.add_argument("inputs", nargs="+", type=Path, metavar="BAG_OR_SNAPSHOT", help="bags, bag directories or snapshot files")
+    fit.add_argument("--model", required=True, help="MJCF file or built-in robot name (e.g. arm7)")
+    fit.add_argument("--out", type=Path, required=True, help="output directory for fit.json, fit.html and model_fitted.xml")
+    fit.add_argument("--params", default=None, help="comma-separated parameter names, kinds or groups (default: from the events' categories)")
+    fit.add_argument("--window", action="append", default=[], metavar="START:END", help="fit window, seconds after the first command (repeatable)")
+
     graph = sub.add_parser("graph", help="print the node graph the launch files and the demo start")
     graph.add_argument("which", choices=("demo", "bridge"))
     return parser
@@ -124,6 +132,21 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     inspection = inspect_bags(args.bags)
     print(json.dumps(inspection.as_dict()) if args.json else format_inspection(inspection))
     return 0
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    from sim_real_bridge.fit.command import FitRequest, run_fit
+    from sim_real_bridge.fit.errors import FitError
+
+    spans = []
+    for text in args.window:
+        try:
+            start, end = (float(v) for v in text.split(":"))
+        except ValueError:
+            raise FitError(f"--window {text!r}: expected START:END in seconds") from None
+        spans.append((start, end))
+    params = [p for p in args.params.split(",")] if args.params else None
+    return run_fit(FitRequest(inputs=args.inputs, model=args.model, out_dir=args.out, params=params, spans_s=spans))
 
 
 def _cmd_scenarios(args: argparse.Namespace) -> int:
@@ -171,8 +194,8 @@ def _cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"demo": _cmd_demo, "replay": _cmd_replay, "inspect": _cmd_inspect, "scenarios": _cmd_scenarios,
-            "graph": _cmd_graph}
+COMMANDS = {"demo": _cmd_demo, "replay": _cmd_replay, "inspect": _cmd_inspect, "fit": _cmd_fit,
+            "scenarios": _cmd_scenarios, "graph": _cmd_graph}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

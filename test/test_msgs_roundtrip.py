@@ -54,6 +54,8 @@ def _filled(msg_type: type, seed: int) -> object:
             value = ["joint1", "joint2", f"j{seed}"]
         elif type_str == "sequence<double>":
             value = [0.25, -1.0e-3, float(seed)]
+        elif type_str == "sequence<boolean>":
+            value = [True, False, seed % 2 == 0]
         elif type_str == "string":
             value = f"{field}-{seed}"
         elif type_str == "double":
