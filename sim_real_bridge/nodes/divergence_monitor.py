@@ -56,6 +56,7 @@ from sim_real_bridge.core.outputs import EngineOutput, JointColumns
 from sim_real_bridge.core.stream_status import StreamStatus
 from sim_real_bridge.errors import ConfigError, SnapshotError
 from sim_real_bridge.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsPublisher, make_status
+from sim_real_bridge.ros.live_fits import LiveFits
 from sim_real_bridge.ros.filters import message_filters
 from sim_real_bridge.ros.input_thread import InputThread, take_queued
 from sim_real_bridge.ros.qos import OUTPUT_QOS
@@ -106,6 +107,9 @@ NODE_PARAMETERS: dict[str, tuple[Any, str]] = {
     "input_thread": (True, "Take the joint_states, wrench and pose inputs on a thread waiting on them alone "
                            "(the executor's per-wake cost at 1 kHz was the node's largest); false: the "
                            "executor serves them with the node's other callbacks."),
+    "fit.enabled": (False, "Fit simulator parameters to each closed dynamics or contact event's snapshot, in a "
+                           "separate process, and publish the result on /divergence/fits (sim-real-bridge fit)."),
+    "fit.model": ("arm7", "Model the live fits correct: a built-in robot name or an MJCF file."),
     "record_inputs_path": ("", "Bag directory to record every input message to, as received (log time = "
                                "this node's receive time), and the analysis ticks, so replay repeats this "
                                "run's analysis; empty: off."),
@@ -170,6 +174,7 @@ class DivergenceMonitor(Node):
         self._pub_events = self.create_publisher(srb_msgs.GapEvent, "/divergence/events", OUTPUT_QOS)
         self._pub_summary = self.create_publisher(srb_msgs.DivergenceSummary, "/divergence/summary", OUTPUT_QOS)
         self._pub_markers = self.create_publisher(viz_msgs.MarkerArray, "/divergence/markers", OUTPUT_QOS)
+        self._fits = LiveFits(self, param("fit.model"), self._output_dir) if param("fit.enabled") else None
 
         self._clock_shift_ns = 0
         self._last_clock_ns: int | None = None
@@ -248,6 +253,8 @@ class DivergenceMonitor(Node):
             self._diagnostics.add(self._locked(lambda topic=topic: self._stream_diagnostic(topic)))
         self._diagnostics.add(self._locked(self._alignment_diagnostic))
         self._diagnostics.add(self._locked(self._snapshot_diagnostic))
+        if self._fits is not None:
+            self._diagnostics.add(self._locked(self._fits.diagnostic))
         self._finished = False
         if self._inputs is not None:
             self._inputs.start()
@@ -456,6 +463,8 @@ class DivergenceMonitor(Node):
             self._open_categories[record.id] = record.category
         elif record.action == ACTION_CLOSE:
             self._open_categories.pop(record.id, None)
+            if self._fits is not None:
+                self._fits.event_closed(record.id, record.category)
         entry = {
             "id": record.id, "action": record.action, "category": record.category, "kind": record.kind,
             "severity": record.severity, "start_s": self._engine.to_seconds(record.start_ns),
@@ -507,6 +516,10 @@ class DivergenceMonitor(Node):
                 if result.error is not None:
                     self._snapshot_failed(str(result.error), now_ns)
                     break
+                if self._fits is not None and result.path is not None:
+                    self._fits.snapshot_written(result.request.event_id, result.path)
+        if self._fits is not None:
+            self._fits.poll(now_ns)
 
     def _on_summary(self) -> None:
         record = self._engine.summary(self._now_ns())
@@ -559,6 +572,8 @@ class DivergenceMonitor(Node):
     def destroy_node(self) -> None:
         if self._inputs is not None:
             self._inputs.stop()
+        if self._fits is not None:
+            self._fits.close()
         super().destroy_node()
 
     def _finish(self) -> Path:
