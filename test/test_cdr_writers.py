@@ -13,6 +13,7 @@ import pytest
 
 from sim_real_bridge.capture.typestore import build_typestore
 from sim_real_bridge.conversions import cdr
+from sim_real_bridge.conversions.cdr_layout import CdrLayout
 from sim_real_bridge.conversions import divergence_msgs as convert
 from sim_real_bridge.core.events import EventRecord
 from sim_real_bridge.core.ledger import CategoryShareRecord
@@ -291,7 +292,7 @@ def test_stamps_beyond_int32_seconds_are_refused() -> None:
 
 def test_a_string_needs_room_for_its_nul() -> None:
     with pytest.raises(ValueError, match="string text: a size of at least 1"):
-        cdr.CdrLayout().string("text", size=0)
+        CdrLayout().string("text", size=0)
 
 
 # ------------------------------------------------------------------ per-record writers

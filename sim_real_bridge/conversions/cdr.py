@@ -2,17 +2,13 @@
 
 Writers: each /divergence/* message of fixed layout (its strings and sequence lengths
 known ahead: frame id, joint names) is described once as a numpy structured dtype
-(:class:`CdrLayout`); a column set fills every message of a batch with one assignment per
-field, and the rows' bytes are the messages. The live node passes one row, replay a whole
+(:class:`~sim_real_bridge.conversions.cdr_layout.CdrLayout`); a column set fills every
+message of a batch with one assignment per field, and the rows' bytes are the messages. The live node passes one row, replay a whole
 run. Events and summaries (a few per run) go through rosbags' serializer.
 
 Readers: JointState and WrenchStamped at the monitor's 1 kHz inputs, and JointTrajectory
 in replay, read straight from little-endian XCDR1 bytes (rclpy and rosbags build a Python
 object per field). Bytes after the message are ignored, as rclpy does.
-
-CDR: a 4-byte encapsulation header, then each primitive aligned to its size relative to
-the payload start; strings as uint32 byte count (NUL included), bytes and NUL; sequences
-as uint32 count, then the elements (primitives aligned only when there are some).
 """
 
 from __future__ import annotations
@@ -25,117 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from sim_real_bridge.conversions.cdr_layout import HEADER_BYTES, LITTLE_ENDIAN_CDR, NS_PER_S, CdrLayout, set_time
 from sim_real_bridge.conversions.divergence_msgs import CATEGORY_RGBA
 from sim_real_bridge.core.outputs import ContactColumns, JointColumns, PoseColumns
 
-_HEADER = 4  # encapsulation header bytes before the payload
-_LITTLE_ENDIAN_CDR = (0, 1, 0, 0)
-_NS_PER_S = 1_000_000_000
 _U32 = struct.Struct("<I")
 _TIME = struct.Struct("<iI")
-
-
-class CdrLayout:
-    """A CDR message (or part of one) whose every field has a size known in advance.
-
-    Fields are added in message order and aligned as CDR does; :attr:`dtype` is the
-    structured dtype of one message. Fields given a ``value`` hold it in every message
-    of :meth:`rows`; the others start at zero for the writer to fill. Complete a layout
-    before the first use of :attr:`dtype`.
-
-    Args:
-        start: None for a whole message (it begins with the encapsulation header); else
-            the payload offset where this part begins (its alignment depends on it).
-    """
-
-    def __init__(self, start: int | None = None) -> None:
-        self._origin = -_HEADER if start is None else start  # payload offset of the layout's first byte
-        self._names: list[str] = []
-        self._formats: list[np.dtype] = []
-        self._offsets: list[int] = []
-        self._values: dict[str, Any] = {}
-        self.size = 0
-        if start is None:
-            self.add("encapsulation", "u1", 4, value=_LITTLE_ENDIAN_CDR)
-
-    def add(self, name: str, dtype: Any, shape: int | tuple[int, ...] = (), value: Any = None) -> None:
-        """Primitive field ``name`` (an array when ``shape`` is given), aligned to its element size."""
-        element = np.dtype(dtype)
-        align = 1 if element.kind == "S" else element.itemsize
-        self.size += -(self._origin + self.size) % align
-        field = np.dtype((element, shape)) if shape else element
-        self._names.append(name)
-        self._formats.append(field)
-        self._offsets.append(self.size)
-        self.size += field.itemsize
-        if value is not None:
-            self._values[name] = value
-
-    def count(self, name: str, count: int) -> None:
-        """The uint32 element count of sequence ``name`` (field ``name.count``)."""
-        self.add(f"{name}.count", "<u4", value=count)
-
-    def sequence(self, name: str, dtype: Any, shape: tuple[int, ...], value: Any = None) -> None:
-        """A sequence of ``shape[0]`` elements of ``shape[1:]`` primitives each (a point: (n, 3))."""
-        self.count(name, shape[0])
-        if shape[0]:
-            self.add(name, dtype, shape, value)
-
-    def string(self, name: str, text: str | None = None, size: int | None = None) -> None:
-        """A string: constant ``text``, or ``size`` bytes (NUL included) the writer fills."""
-        data = None if text is None else text.encode("utf-8") + b"\x00"
-        size = len(data) if data is not None else size
-        if not size:
-            raise ValueError(f"string {name}: a size of at least 1 (the NUL) is needed")
-        self.add(f"{name}.size", "<u4", value=size)
-        self.add(name, f"S{size}", value=data)
-
-    def strings(self, name: str, texts: Sequence[str]) -> None:
-        """A string[] of constant texts (fields ``name[i]``)."""
-        self.count(name, len(texts))
-        for i, text in enumerate(texts):
-            self.string(f"{name}[{i}]", text)
-
-    def time(self, name: str) -> None:
-        """A builtin_interfaces/Time or Duration (fields ``name.sec``, ``name.nanosec``)."""
-        self.add(f"{name}.sec", "<i4")
-        self.add(f"{name}.nanosec", "<u4")
-
-    def header(self, name: str, frame_id: str) -> None:
-        """A std_msgs/Header: ``name.stamp`` for the writer, a constant frame id."""
-        self.time(f"{name}.stamp")
-        self.string(f"{name}.frame_id", frame_id)
-
-    @functools.cached_property
-    def dtype(self) -> np.dtype:
-        return np.dtype({"names": self._names, "formats": self._formats, "offsets": self._offsets,
-                         "itemsize": self.size})
-
-    @functools.cached_property
-    def _template(self) -> np.ndarray:
-        """One message's bytes with the constant fields set, every other byte zero."""
-        message = np.zeros(1, self.dtype)
-        for name, value in self._values.items():
-            message[name] = value
-        return message.view(np.uint8)
-
-    def rows(self, n: int) -> np.ndarray:
-        """``n`` messages of this layout to fill: copies of the template's bytes (padding included)."""
-        return np.tile(self._template, n).view(self.dtype)
-
-    def messages(self, rows: np.ndarray) -> list[bytes]:
-        """Each row's bytes: one message per row."""
-        data, size = rows.tobytes(), self.size
-        return [data[start:start + size] for start in range(0, len(data), size)]
-
-
-def _set_time(rows: np.ndarray, name: str, stamps_ns: Any) -> None:
-    """Time field ``name`` of every row from integer nanoseconds."""
-    sec, nanosec = np.divmod(np.asarray(stamps_ns, dtype=np.int64), _NS_PER_S)
-    if sec.size and (sec.min() < -(2**31) or sec.max() >= 2**31):
-        raise ValueError(f"{name}: a stamp beyond the int32 seconds of builtin_interfaces/Time")
-    rows[f"{name}.sec"] = sec
-    rows[f"{name}.nanosec"] = nanosec
 
 
 # ------------------------------------------------------------------------ writers
@@ -161,7 +52,7 @@ def joint_divergence_cdr(columns: JointColumns, frame_id: str = "") -> list[byte
     """sim_real_bridge/msg/JointDivergence of each row (stamped with its grid time)."""
     layout = _joint_layout(tuple(columns.names), frame_id)
     rows = layout.rows(len(columns))
-    _set_time(rows, "header.stamp", columns.t_ns)
+    set_time(rows, "header.stamp", columns.t_ns)
     if columns.names:  # no joints: empty sequences, no values
         for name in _JOINT_ARRAYS:
             rows[name] = getattr(columns, name)
@@ -199,7 +90,7 @@ def pose_divergence_cdr(columns: PoseColumns, frame_id: str = "world") -> list[b
     """sim_real_bridge/msg/PoseDivergence of each row."""
     layout = _pose_layout(frame_id)
     rows = layout.rows(len(columns))
-    _set_time(rows, "header.stamp", columns.t_ns)
+    set_time(rows, "header.stamp", columns.t_ns)
     rows["sim_ee_pose"] = columns.sim_ee[:, _POSE_ORDER]
     rows["real_ee_pose"] = columns.real_ee[:, _POSE_ORDER]
     rows["ee_position_error_m"] = columns.real_ee[:, :3] - columns.sim_ee[:, :3]
@@ -233,7 +124,7 @@ def contact_residual_cdr(columns: ContactColumns, frame_id: str = "") -> list[by
     """sim_real_bridge/msg/ContactResidual of each row."""
     layout = _contact_layout(frame_id)
     rows = layout.rows(len(columns))
-    _set_time(rows, "header.stamp", columns.t_ns)
+    set_time(rows, "header.stamp", columns.t_ns)
     rows["sim_wrench"] = columns.sim_wrench
     rows["real_wrench"] = columns.real_wrench
     rows["residual"] = columns.residual
@@ -326,7 +217,7 @@ def divergence_markers_cdr(poses: PoseColumns, rows: Sequence[int] | np.ndarray,
         layout = _markers_layout(frame_id, size)
         out = layout.rows(len(group))
         for marker in ("sim_ee", "real_ee", "ee_error", "label"):
-            _set_time(out, f"{marker}.header.stamp", stamps_ns[group])
+            set_time(out, f"{marker}.header.stamp", stamps_ns[group])
         out["sim_ee.pose.position"] = sim_m[group]
         out["real_ee.pose.position"] = real_m[group]
         out["ee_error.points"] = np.stack([sim_m[group], real_m[group]], axis=1)
@@ -384,10 +275,10 @@ class _Cursor:
     __slots__ = ("data", "pos")
 
     def __init__(self, data: bytes) -> None:
-        if len(data) < _HEADER or data[0] != 0 or data[1] not in (1, 3):
+        if len(data) < HEADER_BYTES or data[0] != 0 or data[1] not in (1, 3):
             raise ValueError("not little-endian CDR")
         self.data = data
-        self.pos = _HEADER  # offset in data of the next byte to read
+        self.pos = HEADER_BYTES  # offset in data of the next byte to read
 
     def _end(self, end: int) -> int:
         """Moves to ``end`` (the end of the field just read)."""
@@ -444,7 +335,7 @@ class _Cursor:
         return struct.unpack_from(f"<{count}d", self.data, start)
 
     def _f64_start(self) -> int:
-        return _HEADER + ((self.pos - _HEADER + 7) & -8)
+        return HEADER_BYTES + ((self.pos - HEADER_BYTES + 7) & -8)
 
     def f64_sequence(self) -> np.ndarray:
         return self.f64s(self.u32())
@@ -458,7 +349,7 @@ class _Cursor:
 @functools.lru_cache(maxsize=64)
 def _decode_strings(block: bytes, count: int) -> tuple[str, ...]:
     """The ``count`` strings of a string[]'s bytes after its count (they start 4-aligned)."""
-    cursor = _Cursor(bytes(_LITTLE_ENDIAN_CDR) + block)
+    cursor = _Cursor(bytes(LITTLE_ENDIAN_CDR) + block)
     return tuple(cursor.string() for _ in range(count))
 
 
@@ -498,7 +389,7 @@ def read_wrench_stamped(data: bytes) -> SimpleNamespace:
 
 def time_message(stamp_ns: int) -> bytes:
     """A builtin_interfaces/msg/Time serialized as little-endian CDR."""
-    return bytes(_LITTLE_ENDIAN_CDR) + _TIME.pack(*divmod(int(stamp_ns), _NS_PER_S))
+    return bytes(LITTLE_ENDIAN_CDR) + _TIME.pack(*divmod(int(stamp_ns), NS_PER_S))
 
 
 _POINT_SEQUENCES = ("positions", "velocities", "accelerations", "effort")
@@ -531,16 +422,16 @@ def _point_counts(cursor: _Cursor, max_count: int) -> tuple[int, int, int, int]:
 def _read_points(cursor: _Cursor, n_points: int, max_count: int) -> tuple[np.ndarray, np.ndarray, list[int]] | None:
     """(positions (n, J), velocities (n, V), time_from_start ns) of ``n_points`` points that
     all have the first point's sequence lengths; None for other points."""
-    start = cursor.pos - _HEADER
+    start = cursor.pos - HEADER_BYTES
     counts = _point_counts(cursor, max_count)
     # A point ends at the same alignment wherever it starts (after its last non-empty
     # float64 values, or at its start when all are empty): the points after the first all
     # begin alike and form one array of a structured dtype.
     first = _point_layout(counts, start % 8)
     rest = _point_layout(counts, (start + first.size) % 8)
-    parts = [np.frombuffer(cursor.data, first.dtype, 1, _HEADER + start),
-             np.frombuffer(cursor.data, rest.dtype, n_points - 1, _HEADER + start + first.size)]
-    cursor.pos = _HEADER + start + first.size + (n_points - 1) * rest.size
+    parts = [np.frombuffer(cursor.data, first.dtype, 1, HEADER_BYTES + start),
+             np.frombuffer(cursor.data, rest.dtype, n_points - 1, HEADER_BYTES + start + first.size)]
+    cursor.pos = HEADER_BYTES + start + first.size + (n_points - 1) * rest.size
     for name, count in zip(_POINT_SEQUENCES, counts, strict=True):
         if any((part[f"{name}.count"] != count).any() for part in parts):
             return None
@@ -548,7 +439,7 @@ def _read_points(cursor: _Cursor, n_points: int, max_count: int) -> tuple[np.nda
     def values(name: str, count: int) -> np.ndarray:
         return np.concatenate([part[name] for part in parts]) if count else np.zeros((n_points, 0))
 
-    time_ns = np.concatenate([part["time_from_start.sec"].astype(np.int64) * _NS_PER_S
+    time_ns = np.concatenate([part["time_from_start.sec"].astype(np.int64) * NS_PER_S
                               + part["time_from_start.nanosec"] for part in parts])
     return values("positions", counts[0]), values("velocities", counts[1]), time_ns.tolist()
 
@@ -587,4 +478,4 @@ def joint_trajectory_data_from_cdr(data: bytes, max_sequence_length: int) -> Any
         return None
     if len(data) - cursor.pos > 3:  # rosbags accepts at most the padding to a 4-byte boundary
         return None
-    return JointTrajectoryData(joint_names=names, points=tuple(points), start_ns=sec * _NS_PER_S + nanosec)
+    return JointTrajectoryData(joint_names=names, points=tuple(points), start_ns=sec * NS_PER_S + nanosec)

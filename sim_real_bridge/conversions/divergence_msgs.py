@@ -10,9 +10,12 @@ factories that fill every field with its ROS default first.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from rosbags.interfaces import Nodetype
 
 from sim_real_bridge.conversions.robot_msgs import set_stamp
 
@@ -89,6 +92,14 @@ def _base_default(name: str) -> Any:
     return 0
 
 
+def _numeric_sequence(spec: Any, node_type: Nodetype) -> Any:
+    """The numpy dtype of an array or sequence field of numbers; None for any other field."""
+    if node_type not in (Nodetype.ARRAY, Nodetype.SEQUENCE):
+        return None
+    (element_type, element_spec), _ = spec
+    return _NUMPY_OF.get(element_spec[0]) if element_type == Nodetype.BASE else None
+
+
 _CLASSES: dict[tuple[int, str], type] = {}
 
 
@@ -100,10 +111,8 @@ def _rosbags_class(typestore: Any, msgtype: str) -> type:
     if cls is not None:
         return cls
     base = typestore.types[msgtype]
-    numeric = {}
-    for name, (node_type, spec) in typestore.fielddefs[msgtype][1]:
-        if int(node_type) in (3, 4) and int(spec[0][0]) == 1 and spec[0][1][0] in _NUMPY_OF:
-            numeric[name] = _NUMPY_OF[spec[0][1][0]]
+    numeric = {name: dtype for name, (node_type, spec) in typestore.fielddefs[msgtype][1]
+               if (dtype := _numeric_sequence(spec, node_type)) is not None}
     if not numeric:
         _CLASSES[key] = base
         return base
@@ -120,54 +129,38 @@ def _rosbags_class(typestore: Any, msgtype: str) -> type:
     return cls
 
 
-_PLANS: dict[tuple[int, str], tuple[type, list[tuple[str, int, Any, Any]]]] = {}
+def _default_maker(typestore: Any, node_type: Nodetype, spec: Any) -> Callable[[], Any]:
+    """A function making a field's ROS default: a fresh value each call where it is mutable."""
+    if node_type == Nodetype.BASE:
+        value = _base_default(spec[0])
+        return lambda: value
+    if node_type == Nodetype.NAME:
+        return functools.partial(rosbags_default, typestore, spec)
+    (element_type, element_spec), length = spec
+    count = int(length) if node_type == Nodetype.ARRAY else 0  # a sequence starts empty
+    dtype = _numeric_sequence(spec, node_type)
+    if dtype is not None:
+        return functools.partial(np.zeros, count, dtype)
+    if element_type == Nodetype.BASE:
+        element = _base_default(element_spec[0])
+        return lambda: [element] * count
+    return lambda: [rosbags_default(typestore, element_spec) for _ in range(count)]
 
 
-def _plan(typestore: Any, msgtype: str) -> tuple[type, list[tuple[str, int, Any, Any]]]:
-    """How to build a default message of msgtype: (class, [(field, how, a, b)]), cached."""
-    key = (id(typestore), msgtype)
-    plan = _PLANS.get(key)
-    if plan is not None:
-        return plan
-    steps: list[tuple[str, int, Any, Any]] = []
-    for name, (node_type, spec) in typestore.fielddefs[msgtype][1]:
-        kind = int(node_type)
-        if kind == 1:  # base type: an immutable default
-            steps.append((name, 0, _base_default(spec[0]), None))
-        elif kind == 2:  # nested message
-            steps.append((name, 1, spec, None))
-        else:  # 3 array (fixed length), 4 sequence
-            (elem_kind, elem_spec), length = spec
-            count = int(length) if kind == 3 else 0
-            if int(elem_kind) == 1 and elem_spec[0] in _NUMPY_OF:
-                steps.append((name, 2, count, _NUMPY_OF[elem_spec[0]]))
-            elif int(elem_kind) == 1:
-                steps.append((name, 3, count, _base_default(elem_spec[0])))
-            else:
-                steps.append((name, 4, count, elem_spec))
-    plan = (_rosbags_class(typestore, msgtype), steps)
-    _PLANS[key] = plan
-    return plan
+_MAKERS: dict[tuple[int, str], tuple[type, list[tuple[str, Callable[[], Any]]]]] = {}
 
 
 def rosbags_default(typestore: Any, msgtype: str) -> Any:
     """A rosbags message of ``msgtype`` with every field at its ROS default (zeros, '', [])."""
-    cls, steps = _plan(typestore, msgtype)
-    values: dict[str, Any] = {}
-    for name, how, a, b in steps:
-        if how == 0:
-            values[name] = a
-        elif how == 1:
-            values[name] = rosbags_default(typestore, a)
-        elif how == 2:
-            values[name] = np.zeros(a, dtype=b)
-        elif how == 3:
-            values[name] = [b] * a
-        else:
-            values[name] = [rosbags_default(typestore, b) for _ in range(a)]
+    key = (id(typestore), msgtype)
+    if key not in _MAKERS:
+        _MAKERS[key] = (_rosbags_class(typestore, msgtype),
+                        [(name, _default_maker(typestore, node_type, spec))
+                         for name, (node_type, spec) in typestore.fielddefs[msgtype][1]])
+    cls, makers = _MAKERS[key]
     # Every field is set here, so the dataclass __init__ (and its checks) can be skipped.
     msg = cls.__new__(cls)
-    msg.__dict__.update(values)
+    msg.__dict__.update({name: make() for name, make in makers})
     return msg
 
 
@@ -208,9 +201,9 @@ class _RosbagsNamespace:
 def rosbags_namespace(typestore: Any, package: str = "sim_real_bridge") -> Any:
     """A namespace of rosbags message factories for the writers of this module.
 
-    ``rosbags_namespace(store).JointDivergence()`` builds a complete rosbags message
-    (every field at its default), so ``joint_divergence_msg(rosbags_namespace(store), rec)``
-    works as with ``sim_real_bridge.msg``; use ``package="visualization_msgs"`` for
-    markers and ``rosbags_namespace(store, "diagnostic_msgs").KeyValue`` for evidence.
+    ``rosbags_namespace(store).GapEvent()`` builds a complete rosbags message (every
+    field at its default), so ``gap_event_msg(rosbags_namespace(store), key_value, rec, t)``
+    works as with ``sim_real_bridge.msg``; ``rosbags_namespace(store, "diagnostic_msgs").KeyValue``
+    gives the evidence's KeyValue.
     """
     return _RosbagsNamespace(typestore, package)
