@@ -197,54 +197,54 @@ def _stamp_ns(stamp: Any) -> int:
 
 
 # ------------------------------------------------------------------ column writers
+def _written(write: Any, build: Any, columns: Any, frame_id: str, msgtype: str) -> list[Any]:
+    """rosbags' reading of the message ``write`` makes of each row, each :func:`_check`-ed
+    against ``build(types, columns, row, frame_id)``."""
+    messages = write(columns, frame_id)
+    assert len(messages) == len(columns)
+    return [_check(data, lambda types, k=k: build(types, columns, k, frame_id), msgtype)
+            for k, data in enumerate(messages)]
+
+
 @pytest.mark.parametrize("frame_id", FRAMES)
 @pytest.mark.parametrize("n_joints", sorted(JOINT_NAMES))
 def test_joint_divergence_rows(n_joints: int, frame_id: str) -> None:
-    columns = _joint_columns(n_joints)
-    messages = cdr.joint_divergence_cdr(columns, frame_id)
-    assert len(messages) == len(columns)
-    for k, data in enumerate(messages):
-        msg = _check(data, lambda types, k=k: _joint_msg(types, columns, k, frame_id), JOINT_DIVERGENCE)
-        assert _stamp_ns(msg.header.stamp) == columns.t_ns[k] and msg.header.frame_id == frame_id
-        assert tuple(msg.name) == columns.names
-        assert _same(msg.position_residual_rad, columns.position_residual_rad[k])
-        assert _same(msg.velocity_residual_rad_s, columns.velocity_residual_rad_s[k])
-        assert _same(msg.effort_residual, columns.effort_residual[k])
+    c = _joint_columns(n_joints)
+    for k, msg in enumerate(_written(cdr.joint_divergence_cdr, _joint_msg, c, frame_id, JOINT_DIVERGENCE)):
+        assert _stamp_ns(msg.header.stamp) == c.t_ns[k] and msg.header.frame_id == frame_id
+        assert tuple(msg.name) == c.names
+        assert _same(msg.position_residual_rad, c.position_residual_rad[k])
+        assert _same(msg.velocity_residual_rad_s, c.velocity_residual_rad_s[k])
+        assert _same(msg.effort_residual, c.effort_residual[k])
         assert _same([msg.clock_offset_s, msg.clock_offset_std_s, msg.latency_s, msg.latency_std_s],
-                     [columns.clock_offset_s[k], columns.clock_offset_std_s[k], columns.latency_s[k],
-                      columns.latency_std_s[k]])
+                     [c.clock_offset_s[k], c.clock_offset_std_s[k], c.latency_s[k], c.latency_std_s[k]])
         assert msg.latency_compensated is False
 
 
 @pytest.mark.parametrize("frame_id", FRAMES)
 def test_pose_divergence_rows(frame_id: str) -> None:
-    columns = _pose_columns()
-    messages = cdr.pose_divergence_cdr(columns, frame_id)
-    for k, data in enumerate(messages):
-        msg = _check(data, lambda types, k=k: _pose_msg(types, columns, k, frame_id), POSE_DIVERGENCE)
-        assert _stamp_ns(msg.header.stamp) == columns.t_ns[k] and msg.header.frame_id == frame_id
+    c = _pose_columns()
+    for k, msg in enumerate(_written(cdr.pose_divergence_cdr, _pose_msg, c, frame_id, POSE_DIVERGENCE)):
+        assert _stamp_ns(msg.header.stamp) == c.t_ns[k] and msg.header.frame_id == frame_id
         q = msg.real_ee_pose.orientation
-        assert _same([q.w, q.x, q.y, q.z], columns.real_ee[k, 3:])
-        assert _same(msg.ee_position_error_norm_m, columns.ee_position_error_norm_m[k])
-        assert msg.has_object == bool(columns.has_object[k])
+        assert _same([q.w, q.x, q.y, q.z], c.real_ee[k, 3:])
+        assert _same(msg.ee_position_error_norm_m, c.ee_position_error_norm_m[k])
+        assert msg.has_object == bool(c.has_object[k])
         p = msg.sim_object_pose.position
-        assert _same([p.x, p.y, p.z], columns.sim_object[k, :3] if msg.has_object else np.zeros(3))
-        assert msg.sim_object_pose.orientation.w == (columns.sim_object[k, 3] if msg.has_object else 1.0)
-        assert math.isnan(msg.object_orientation_error_rad) != bool(columns.has_object[k])
+        assert _same([p.x, p.y, p.z], c.sim_object[k, :3] if msg.has_object else np.zeros(3))
+        assert msg.sim_object_pose.orientation.w == (c.sim_object[k, 3] if msg.has_object else 1.0)
+        assert math.isnan(msg.object_orientation_error_rad) != msg.has_object
 
 
 @pytest.mark.parametrize("frame_id", FRAMES)
 def test_contact_residual_rows(frame_id: str) -> None:
-    columns = _contact_columns()
-    messages = cdr.contact_residual_cdr(columns, frame_id)
-    for k, data in enumerate(messages):
-        msg = _check(data, lambda types, k=k: _contact_msg(types, columns, k, frame_id), CONTACT_RESIDUAL)
+    c = _contact_columns()
+    for k, msg in enumerate(_written(cdr.contact_residual_cdr, _contact_msg, c, frame_id, CONTACT_RESIDUAL)):
         f, t = msg.sim_wrench.force, msg.sim_wrench.torque
-        assert _same([f.x, f.y, f.z, t.x, t.y, t.z], columns.sim_wrench[k])
-        assert _same(msg.residual.torque.z, columns.residual[k, 5])
-        assert _same(msg.force_residual_norm_n, columns.force_residual_norm_n[k])
-        assert (msg.sim_contact_phase, msg.real_contact_phase) == (columns.sim_contact_phase[k],
-                                                                   columns.real_contact_phase[k])
+        assert _same([f.x, f.y, f.z, t.x, t.y, t.z], c.sim_wrench[k])
+        assert _same(msg.residual.torque.z, c.residual[k, 5])
+        assert _same(msg.force_residual_norm_n, c.force_residual_norm_n[k])
+        assert (msg.sim_contact_phase, msg.real_contact_phase) == (c.sim_contact_phase[k], c.real_contact_phase[k])
 
 
 @pytest.mark.parametrize("frame_id", FRAMES)

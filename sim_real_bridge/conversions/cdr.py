@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -353,36 +353,36 @@ def _decode_strings(block: bytes, count: int) -> tuple[str, ...]:
     return tuple(cursor.string() for _ in range(count))
 
 
-def read_joint_state(data: bytes) -> SimpleNamespace:
-    """sensor_msgs/JointState from raw CDR: ``header``, ``name`` (a tuple), ``position``, ``velocity``, ``effort``.
+def _cdr_reader(read_fields: Callable[[_Cursor], Any]) -> Callable[[bytes], Any]:
+    """A reader of raw CDR bytes from a function that reads a message's fields off a cursor.
 
-    Raises:
-        ValueError: bytes that are not such a message.
+    The reader raises ValueError for bytes that are not such a message.
     """
-    cursor = _Cursor(bytes(data))
-    try:
-        header = cursor.header()
-        names = cursor.strings()
-        position = cursor.f64_sequence()
-        velocity = cursor.f64_sequence()
-        effort = cursor.f64_sequence()
-    except struct.error as exc:
-        raise ValueError("truncated CDR message") from exc
-    return SimpleNamespace(header=header, name=names, position=position, velocity=velocity, effort=effort)
+
+    @functools.wraps(read_fields)
+    def read(data: bytes) -> Any:
+        cursor = _Cursor(bytes(data))
+        try:
+            return read_fields(cursor)
+        except struct.error as exc:  # a uint32 or time past the end
+            raise ValueError("truncated CDR message") from exc
+
+    return read
 
 
-def read_wrench_stamped(data: bytes) -> SimpleNamespace:
-    """geometry_msgs/WrenchStamped from raw CDR: ``header`` and ``wrench.force/torque.x/y/z``.
+@_cdr_reader
+def read_joint_state(cursor: _Cursor) -> SimpleNamespace:
+    """sensor_msgs/JointState from raw CDR: ``header``, ``name`` (a tuple), ``position``, ``velocity``, ``effort``."""
+    # Keyword arguments are evaluated in order: the fields in message order.
+    return SimpleNamespace(header=cursor.header(), name=cursor.strings(), position=cursor.f64_sequence(),
+                           velocity=cursor.f64_sequence(), effort=cursor.f64_sequence())
 
-    Raises:
-        ValueError: bytes that are not such a message.
-    """
-    cursor = _Cursor(bytes(data))
-    try:
-        header = cursor.header()
-        fx, fy, fz, tx, ty, tz = cursor.f64_values(6)
-    except struct.error as exc:
-        raise ValueError("truncated CDR message") from exc
+
+@_cdr_reader
+def read_wrench_stamped(cursor: _Cursor) -> SimpleNamespace:
+    """geometry_msgs/WrenchStamped from raw CDR: ``header`` and ``wrench.force/torque.x/y/z``."""
+    header = cursor.header()
+    fx, fy, fz, tx, ty, tz = cursor.f64_values(6)
     return SimpleNamespace(header=header, wrench=SimpleNamespace(
         force=SimpleNamespace(x=fx, y=fy, z=fz), torque=SimpleNamespace(x=tx, y=ty, z=tz)))
 
