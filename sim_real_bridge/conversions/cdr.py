@@ -3,8 +3,9 @@
 Writers: each /divergence/* message of fixed layout (its strings and sequence lengths
 known ahead: frame id, joint names) is described once as a numpy structured dtype
 (:class:`~sim_real_bridge.conversions.cdr_layout.CdrLayout`); a column set fills every
-message of a batch with one assignment per field, and the rows' bytes are the messages. The live node passes one row, replay a whole
-run. Events and summaries (a few per run) go through rosbags' serializer.
+message of a batch with one assignment per field, and the rows' bytes are the messages.
+The live node passes the rows of a tick, replay a whole run. Events and summaries (a few
+per run) are the messages divergence_msgs builds, through rosbags' serializer.
 
 Readers: JointState and WrenchStamped at the monitor's 1 kHz inputs, and JointTrajectory
 in replay, read straight from little-endian XCDR1 bytes (rclpy and rosbags build a Python
@@ -22,7 +23,12 @@ from typing import Any
 import numpy as np
 
 from sim_real_bridge.conversions.cdr_layout import HEADER_BYTES, LITTLE_ENDIAN_CDR, NS_PER_S, CdrLayout, set_time
-from sim_real_bridge.conversions.divergence_msgs import CATEGORY_RGBA
+from sim_real_bridge.conversions.divergence_msgs import (
+    CATEGORY_RGBA,
+    divergence_summary_msg,
+    gap_event_msg,
+    rosbags_namespace,
+)
 from sim_real_bridge.core.outputs import ContactColumns, JointColumns, PoseColumns
 
 _U32 = struct.Struct("<I")
@@ -144,10 +150,10 @@ _MARKER_SIZE_M = (0.04, 0.04, 0.04)
 
 def _add_marker(layout: CdrLayout, name: str, frame_id: str, ns: str, marker_id: int, kind: int,
                 scale: tuple[float, float, float], rgba: tuple[float, ...] | None = None, points: int = 0,
-                text_size: int = 1) -> None:
+                text_size: int | None = None) -> None:
     """A visualization_msgs/Marker: the writer fills ``name.header.stamp``, ``name.pose.position``,
-    ``name.color`` (when ``rgba`` is None), ``name.points`` and ``name.text`` (when it is not
-    empty); the rest keeps the values given here or the message defaults."""
+    ``name.color`` (when ``rgba`` is None), ``name.points`` and ``name.text`` (``text_size``
+    bytes with the NUL; None: no text); the rest keeps the values given here or the defaults."""
     layout.header(f"{name}.header", frame_id)
     layout.string(f"{name}.ns", ns)
     layout.add(f"{name}.id", "<i4", value=marker_id)
@@ -166,7 +172,10 @@ def _add_marker(layout: CdrLayout, name: str, frame_id: str, ns: str, marker_id:
     layout.string(f"{name}.texture.format", "")
     layout.sequence(f"{name}.texture.data", "u1", (0,))
     layout.sequence(f"{name}.uv_coordinates", "<f4", (0, 2))
-    layout.string(f"{name}.text", size=text_size)
+    if text_size is None:
+        layout.string(f"{name}.text", "")
+    else:
+        layout.string(f"{name}.text", size=text_size)
     layout.string(f"{name}.mesh_resource", "")
     layout.string(f"{name}.mesh_file.filename", "")
     layout.sequence(f"{name}.mesh_file.data", "u1", (0,))
@@ -233,8 +242,7 @@ def divergence_markers_cdr(poses: PoseColumns, rows: Sequence[int] | np.ndarray,
 @functools.lru_cache(maxsize=1)
 def _rosbags_messages() -> tuple[Any, Any, Any]:
     """(typestore, sim_real_bridge message factories, KeyValue factory) for rosbags."""
-    from sim_real_bridge.capture.typestore import build_typestore  # noqa: PLC0415
-    from sim_real_bridge.conversions.divergence_msgs import rosbags_namespace  # noqa: PLC0415
+    from sim_real_bridge.capture.typestore import build_typestore  # noqa: PLC0415 (0.1 s; offline only)
 
     store = build_typestore()
     return store, rosbags_namespace(store), rosbags_namespace(store, "diagnostic_msgs").KeyValue
@@ -243,8 +251,6 @@ def _rosbags_messages() -> tuple[Any, Any, Any]:
 def gap_event_cdr(record: Any, stamp_ns: int, snapshot: str = "") -> bytes:
     """sim_real_bridge/msg/GapEvent of an EventRecord, as the node publishes it
     (:func:`~sim_real_bridge.conversions.divergence_msgs.gap_event_msg`)."""
-    from sim_real_bridge.conversions.divergence_msgs import gap_event_msg  # noqa: PLC0415
-
     store, msgs, key_value = _rosbags_messages()
     msg = gap_event_msg(msgs, key_value, record, stamp_ns, snapshot)
     return bytes(store.serialize_cdr(msg, "sim_real_bridge/msg/GapEvent"))
@@ -253,8 +259,6 @@ def gap_event_cdr(record: Any, stamp_ns: int, snapshot: str = "") -> bytes:
 def divergence_summary_cdr(record: Any) -> bytes:
     """sim_real_bridge/msg/DivergenceSummary of a SummaryRecord, as the node publishes it
     (:func:`~sim_real_bridge.conversions.divergence_msgs.divergence_summary_msg`)."""
-    from sim_real_bridge.conversions.divergence_msgs import divergence_summary_msg  # noqa: PLC0415
-
     store, msgs, key_value = _rosbags_messages()
     msg = divergence_summary_msg(msgs, key_value, record)
     return bytes(store.serialize_cdr(msg, "sim_real_bridge/msg/DivergenceSummary"))
