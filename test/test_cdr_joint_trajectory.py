@@ -50,7 +50,9 @@ def _rosbags(data: bytes) -> object:
 
 
 @pytest.mark.parametrize("n_joints, n_points, velocities, extra, frame_id", [
-    (7, 150, True, 0, ""), (6, 40, True, 0, "base"), (7, 9, False, 0, "ab"), (3, 5, True, 2, "x"),
+    # the points start at payload offset 4 or 0 (mod 8) and the ones after the first alike or not
+    (7, 150, True, 0, ""), (6, 40, True, 0, "base"), (7, 9, False, 0, "ab"), (7, 9, False, 0, "abcd"),
+    (3, 5, True, 2, "x"),
     (1, 1, False, 1, ""), (0, 4, False, 0, ""), (7, 0, True, 0, "world"),
 ])
 def test_regular_trajectories_read_as_rosbags(n_joints: int, n_points: int, velocities: bool, extra: int,

@@ -1,4 +1,4 @@
-"""The fast CDR readers agree with rclpy's serializer on every JointState and WrenchStamped."""
+"""The fast CDR readers agree with rclpy on every JointState and WrenchStamped, and on bytes after them."""
 
 from __future__ import annotations
 
@@ -62,13 +62,33 @@ def _joint_state_bytes() -> bytes:
     return serialize_message(msg)
 
 
+def _wrench_bytes() -> bytes:
+    msg = WrenchStamped()
+    msg.header.frame_id = "tool0"
+    msg.wrench.force.x, msg.wrench.torque.z = 1.5, -2.5
+    return serialize_message(msg)
+
+
+@pytest.mark.parametrize("extra", [b"\x00", b"\xab" * 3, b"\x00" * 8, bytes(range(64))])
+def test_readers_ignore_bytes_after_the_message_as_rclpy_does(extra: bytes) -> None:
+    joints, wrench = _joint_state_bytes(), _wrench_bytes()
+    for data, read, msg_type, to_arrays in ((joints, cdr.read_joint_state, JointState, joint_state_to_arrays),
+                                            (wrench, cdr.read_wrench_stamped, WrenchStamped, wrench_to_arrays)):
+        want = to_arrays(deserialize_message(data, msg_type))
+        for got in (to_arrays(read(data + extra)), to_arrays(deserialize_message(data + extra, msg_type))):
+            assert got[:2] == want[:2] and all(_same(a, b) for a, b in zip(got[2:], want[2:], strict=True))
+
+
 @pytest.mark.parametrize(
     ("mangle", "match"),
     [
         (lambda b: b"\x00\x00" + b[2:], "not little-endian CDR"),
-        (lambda b: b[:-12], "truncated CDR|bad CDR"),
-        (lambda b: b[:20] + b"\xff\xff\xff\x7f" + b[24:], "bad CDR"),
-        (lambda b: b[:8], "not little-endian CDR"),
+        (lambda b: b[:3], "not little-endian CDR"),
+        (lambda b: b[:-12], "truncated CDR message"),
+        (lambda b: b[:8], "truncated CDR message"),
+        (lambda b: b[:20] + b"\xff\xff\xff\x7f" + b[24:], "bad CDR string count"),
+        (lambda b: b[:24] + b"\xff\xff\xff\x7f" + b[28:], "truncated CDR message"),
+        (lambda b: b[:29] + b"x" + b[30:], "^bad CDR string$"),
     ],
 )
 def test_joint_state_reader_refuses_malformed_bytes(mangle, match) -> None:
@@ -77,7 +97,15 @@ def test_joint_state_reader_refuses_malformed_bytes(mangle, match) -> None:
 
 
 def test_wrench_reader_refuses_truncated_bytes() -> None:
-    data = serialize_message(WrenchStamped())
-    with pytest.raises(ValueError, match="truncated CDR wrench"):
+    data = _wrench_bytes()
+    with pytest.raises(ValueError, match="truncated CDR message"):
         cdr.read_wrench_stamped(data[:-8])
-    assert math.isfinite(cdr.read_wrench_stamped(data).wrench.force.x)
+    assert cdr.read_wrench_stamped(data).wrench.torque.z == -2.5
+
+
+def test_time_message_is_rclpy_time() -> None:
+    from builtin_interfaces.msg import Time
+
+    for stamp_ns in (0, 1_700_000_000_123_456_789, 2**31 * 1_000_000_000 - 1):
+        msg = deserialize_message(cdr.time_message(stamp_ns), Time)
+        assert msg.sec * 1_000_000_000 + msg.nanosec == stamp_ns

@@ -1,101 +1,23 @@
-"""Engine records -> divergence messages (JointDivergence, PoseDivergence, ContactResidual,
-GapEvent, DivergenceSummary) and rviz markers.
+"""Engine records -> GapEvent and DivergenceSummary messages; the colours of the categories.
 
 Writers take a namespace holding the message classes (``sim_real_bridge.msg`` of rclpy,
 or an object with the same attribute names), so this module imports no ROS package and
-serves the live node and offline replay alike. For rosbags, whose message dataclasses
+serves the live node and offline replay alike (the per-row messages are written from
+columns by :mod:`sim_real_bridge.conversions.cdr`). For rosbags, whose message dataclasses
 need every field at construction, :func:`rosbags_namespace` gives such a namespace of
 factories that fill every field with its ROS default first.
 """
 
 from __future__ import annotations
 
-import copy
-import math
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from rosbags.interfaces import Nodetype
 
 from sim_real_bridge.conversions.robot_msgs import set_stamp
-
-
-_ORIGIN_M = np.zeros(3)
-_IDENTITY_WXYZ = np.array([1.0, 0.0, 0.0, 0.0])
-
-
-def _vector(target: Any, values: np.ndarray) -> None:
-    target.x, target.y, target.z = (float(v) for v in values[:3])
-
-
-def _pose(target: Any, position_m: np.ndarray, orientation_wxyz: np.ndarray) -> None:
-    _vector(target.position, position_m)
-    w, x, y, z = (float(v) for v in orientation_wxyz[:4])
-    target.orientation.w, target.orientation.x, target.orientation.y, target.orientation.z = w, x, y, z
-
-
-def _floats(values: np.ndarray) -> list[float]:
-    return [float(v) for v in np.asarray(values, dtype=float).ravel()]
-
-
-def joint_divergence_msg(msgs: Any, record: Any, frame_id: str = "") -> Any:
-    """JointDivergence from a JointDivergenceRecord."""
-    msg = msgs.JointDivergence()
-    set_stamp(msg.header.stamp, record.stamp_ns)
-    msg.header.frame_id = frame_id
-    msg.name = list(record.names)
-    msg.position_residual_rad = _floats(record.position_residual_rad)
-    msg.velocity_residual_rad_s = _floats(record.velocity_residual_rad_s)
-    msg.effort_residual = _floats(record.effort_residual)
-    msg.clock_offset_s = float(record.clock_offset_s)
-    msg.clock_offset_std_s = float(record.clock_offset_std_s)
-    msg.latency_s = float(record.latency_s)
-    msg.latency_std_s = float(record.latency_std_s)
-    msg.latency_compensated = bool(record.latency_compensated)
-    return msg
-
-
-def pose_divergence_msg(msgs: Any, record: Any, frame_id: str = "world") -> Any:
-    """PoseDivergence from a PoseDivergenceRecord."""
-    msg = msgs.PoseDivergence()
-    set_stamp(msg.header.stamp, record.stamp_ns)
-    msg.header.frame_id = frame_id
-    _pose(msg.sim_ee_pose, record.sim_ee_position_m, record.sim_ee_orientation_wxyz)
-    _pose(msg.real_ee_pose, record.real_ee_position_m, record.real_ee_orientation_wxyz)
-    _vector(msg.ee_position_error_m, record.ee_position_error_m)
-    msg.ee_position_error_norm_m = float(record.ee_position_error_norm_m)
-    msg.ee_orientation_error_rad = float(record.ee_orientation_error_rad)
-    msg.has_object = bool(record.has_object)
-    if record.has_object:
-        _pose(msg.sim_object_pose, record.sim_object_position_m, record.sim_object_orientation_wxyz)
-        _pose(msg.real_object_pose, record.real_object_position_m, record.real_object_orientation_wxyz)
-        msg.object_position_error_norm_m = float(record.object_position_error_norm_m)
-        msg.object_orientation_error_rad = float(record.object_orientation_error_rad)
-    else:
-        # Stated, not left to defaults: rosbags' default quaternion is all zeros, ROS's is identity.
-        for pose in (msg.sim_object_pose, msg.real_object_pose):
-            _pose(pose, _ORIGIN_M, _IDENTITY_WXYZ)
-        msg.object_position_error_norm_m = math.nan
-        msg.object_orientation_error_rad = math.nan
-    return msg
-
-
-def contact_residual_msg(msgs: Any, record: Any, frame_id: str = "") -> Any:
-    """ContactResidual from a ContactRecord."""
-    msg = msgs.ContactResidual()
-    set_stamp(msg.header.stamp, record.stamp_ns)
-    msg.header.frame_id = frame_id
-    for wrench, force, torque in (
-        (msg.sim_wrench, record.sim_force_n, record.sim_torque_nm),
-        (msg.real_wrench, record.real_force_n, record.real_torque_nm),
-        (msg.residual, record.residual_force_n, record.residual_torque_nm),
-    ):
-        _vector(wrench.force, force)
-        _vector(wrench.torque, torque)
-    msg.force_residual_norm_n = float(record.force_residual_norm_n)
-    msg.torque_residual_norm_nm = float(record.torque_residual_norm_nm)
-    msg.sim_contact_phase = int(record.sim_contact_phase)
-    msg.real_contact_phase = int(record.real_contact_phase)
-    return msg
 
 
 def gap_event_msg(msgs: Any, key_value_cls: type, record: Any, stamp_ns: int, snapshot: str = "") -> Any:
@@ -151,54 +73,6 @@ CATEGORY_RGBA: dict[str, tuple[float, float, float, float]] = {
 }
 
 
-def divergence_markers(viz: Any, record: Any, open_categories: list[str], stamp_ns: int, frame_id: str = "world") -> Any:
-    """MarkerArray: sim and real end effector, the error between them, and a label.
-
-    Args:
-        viz: namespace with ``Marker`` and ``MarkerArray`` (visualization_msgs.msg).
-        record: the latest PoseDivergenceRecord.
-        open_categories: categories of the events open now (first one colours the label).
-        stamp_ns: marker stamp.
-        frame_id: frame of the poses.
-    """
-    colour = CATEGORY_RGBA[open_categories[0] if open_categories else "none"]
-    markers = []
-
-    def marker(marker_id: int, kind: int, ns: str) -> Any:
-        m = viz.Marker()
-        set_stamp(m.header.stamp, stamp_ns)
-        m.header.frame_id = frame_id
-        m.ns, m.id, m.type, m.action = ns, marker_id, kind, viz.Marker.ADD
-        m.pose.orientation.w = 1.0
-        return m
-
-    for marker_id, (position, rgba, ns) in enumerate((
-        (record.sim_ee_position_m, (0.2, 0.4, 1.0, 0.8), "sim_ee"),
-        (record.real_ee_position_m, (1.0, 0.3, 0.2, 0.8), "real_ee"),
-    )):
-        m = marker(marker_id, viz.Marker.SPHERE, ns)
-        _vector(m.pose.position, position)
-        m.scale.x = m.scale.y = m.scale.z = 0.04
-        m.color.r, m.color.g, m.color.b, m.color.a = rgba
-        markers.append(m)
-    line = marker(2, viz.Marker.ARROW, "ee_error")
-    for position in (record.sim_ee_position_m, record.real_ee_position_m):
-        p = copy.copy(line.pose.position)
-        _vector(p, position)
-        line.points.append(p)
-    line.scale.x, line.scale.y, line.scale.z = 0.005, 0.012, 0.012
-    line.color.r, line.color.g, line.color.b, line.color.a = colour
-    markers.append(line)
-    text = marker(3, viz.Marker.TEXT_VIEW_FACING, "label")
-    _vector(text.pose.position, np.asarray(record.real_ee_position_m) + np.array([0.0, 0.0, 0.12]))
-    text.scale.z = 0.05
-    text.color.r, text.color.g, text.color.b, text.color.a = colour
-    label = ", ".join(open_categories) if open_categories else "in agreement"
-    text.text = f"{label}  |  ee error {1000 * float(record.ee_position_error_norm_m):.1f} mm"
-    markers.append(text)
-    return viz.MarkerArray(markers=markers)
-
-
 # ------------------------------------------------------------------ rosbags adapters
 _NUMPY_OF = {
     "bool": np.bool_, "byte": np.uint8, "char": np.uint8, "octet": np.uint8,
@@ -218,6 +92,14 @@ def _base_default(name: str) -> Any:
     return 0
 
 
+def _numeric_sequence(spec: Any, node_type: Nodetype) -> Any:
+    """The numpy dtype of an array or sequence field of numbers; None for any other field."""
+    if node_type not in (Nodetype.ARRAY, Nodetype.SEQUENCE):
+        return None
+    (element_type, element_spec), _ = spec
+    return _NUMPY_OF.get(element_spec[0]) if element_type == Nodetype.BASE else None
+
+
 _CLASSES: dict[tuple[int, str], type] = {}
 
 
@@ -229,10 +111,8 @@ def _rosbags_class(typestore: Any, msgtype: str) -> type:
     if cls is not None:
         return cls
     base = typestore.types[msgtype]
-    numeric = {}
-    for name, (node_type, spec) in typestore.fielddefs[msgtype][1]:
-        if int(node_type) in (3, 4) and int(spec[0][0]) == 1 and spec[0][1][0] in _NUMPY_OF:
-            numeric[name] = _NUMPY_OF[spec[0][1][0]]
+    numeric = {name: dtype for name, (node_type, spec) in typestore.fielddefs[msgtype][1]
+               if (dtype := _numeric_sequence(spec, node_type)) is not None}
     if not numeric:
         _CLASSES[key] = base
         return base
@@ -249,54 +129,38 @@ def _rosbags_class(typestore: Any, msgtype: str) -> type:
     return cls
 
 
-_PLANS: dict[tuple[int, str], tuple[type, list[tuple[str, int, Any, Any]]]] = {}
+def _default_maker(typestore: Any, node_type: Nodetype, spec: Any) -> Callable[[], Any]:
+    """A function making a field's ROS default: a fresh value each call where it is mutable."""
+    if node_type == Nodetype.BASE:
+        value = _base_default(spec[0])
+        return lambda: value
+    if node_type == Nodetype.NAME:
+        return functools.partial(rosbags_default, typestore, spec)
+    (element_type, element_spec), length = spec
+    count = int(length) if node_type == Nodetype.ARRAY else 0  # a sequence starts empty
+    dtype = _numeric_sequence(spec, node_type)
+    if dtype is not None:
+        return functools.partial(np.zeros, count, dtype)
+    if element_type == Nodetype.BASE:
+        element = _base_default(element_spec[0])
+        return lambda: [element] * count
+    return lambda: [rosbags_default(typestore, element_spec) for _ in range(count)]
 
 
-def _plan(typestore: Any, msgtype: str) -> tuple[type, list[tuple[str, int, Any, Any]]]:
-    """How to build a default message of msgtype: (class, [(field, how, a, b)]), cached."""
-    key = (id(typestore), msgtype)
-    plan = _PLANS.get(key)
-    if plan is not None:
-        return plan
-    steps: list[tuple[str, int, Any, Any]] = []
-    for name, (node_type, spec) in typestore.fielddefs[msgtype][1]:
-        kind = int(node_type)
-        if kind == 1:  # base type: an immutable default
-            steps.append((name, 0, _base_default(spec[0]), None))
-        elif kind == 2:  # nested message
-            steps.append((name, 1, spec, None))
-        else:  # 3 array (fixed length), 4 sequence
-            (elem_kind, elem_spec), length = spec
-            count = int(length) if kind == 3 else 0
-            if int(elem_kind) == 1 and elem_spec[0] in _NUMPY_OF:
-                steps.append((name, 2, count, _NUMPY_OF[elem_spec[0]]))
-            elif int(elem_kind) == 1:
-                steps.append((name, 3, count, _base_default(elem_spec[0])))
-            else:
-                steps.append((name, 4, count, elem_spec))
-    plan = (_rosbags_class(typestore, msgtype), steps)
-    _PLANS[key] = plan
-    return plan
+_MAKERS: dict[tuple[int, str], tuple[type, list[tuple[str, Callable[[], Any]]]]] = {}
 
 
 def rosbags_default(typestore: Any, msgtype: str) -> Any:
     """A rosbags message of ``msgtype`` with every field at its ROS default (zeros, '', [])."""
-    cls, steps = _plan(typestore, msgtype)
-    values: dict[str, Any] = {}
-    for name, how, a, b in steps:
-        if how == 0:
-            values[name] = a
-        elif how == 1:
-            values[name] = rosbags_default(typestore, a)
-        elif how == 2:
-            values[name] = np.zeros(a, dtype=b)
-        elif how == 3:
-            values[name] = [b] * a
-        else:
-            values[name] = [rosbags_default(typestore, b) for _ in range(a)]
+    key = (id(typestore), msgtype)
+    if key not in _MAKERS:
+        _MAKERS[key] = (_rosbags_class(typestore, msgtype),
+                        [(name, _default_maker(typestore, node_type, spec))
+                         for name, (node_type, spec) in typestore.fielddefs[msgtype][1]])
+    cls, makers = _MAKERS[key]
     # Every field is set here, so the dataclass __init__ (and its checks) can be skipped.
     msg = cls.__new__(cls)
-    msg.__dict__.update(values)
+    msg.__dict__.update({name: make() for name, make in makers})
     return msg
 
 
@@ -337,9 +201,9 @@ class _RosbagsNamespace:
 def rosbags_namespace(typestore: Any, package: str = "sim_real_bridge") -> Any:
     """A namespace of rosbags message factories for the writers of this module.
 
-    ``rosbags_namespace(store).JointDivergence()`` builds a complete rosbags message
-    (every field at its default), so ``joint_divergence_msg(rosbags_namespace(store), rec)``
-    works as with ``sim_real_bridge.msg``; use ``package="visualization_msgs"`` for
-    markers and ``rosbags_namespace(store, "diagnostic_msgs").KeyValue`` for evidence.
+    ``rosbags_namespace(store).GapEvent()`` builds a complete rosbags message (every
+    field at its default), so ``gap_event_msg(rosbags_namespace(store), key_value, rec, t)``
+    works as with ``sim_real_bridge.msg``; ``rosbags_namespace(store, "diagnostic_msgs").KeyValue``
+    gives the evidence's KeyValue.
     """
     return _RosbagsNamespace(typestore, package)

@@ -52,7 +52,7 @@ from sim_real_bridge.conversions.robot_msgs import joint_state_to_arrays, pose_t
 from sim_real_bridge.core import intake, validation
 from sim_real_bridge.core.engine import DivergenceEngine, EngineConfig
 from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventRecord
-from sim_real_bridge.core.outputs import EngineOutput, JointColumns
+from sim_real_bridge.core.outputs import EngineOutput, JointColumns, PoseColumns
 from sim_real_bridge.core.stream_status import StreamStatus
 from sim_real_bridge.errors import ConfigError, SnapshotError
 from sim_real_bridge.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsPublisher, make_status
@@ -197,7 +197,7 @@ class DivergenceMonitor(Node):
             self._snapshot_failed(str(error), self._now_ns())
         self._snapshot_paths: dict[str, str] = {}
         self._open_categories: dict[str, str] = {}
-        self._latest_pose: Any | None = None
+        self._latest_poses: PoseColumns | None = None  # the last pose rows published (markers show the last)
         self._latest_input_ns = 0
         self._logged_once: set[tuple[str, str]] = set()
 
@@ -429,8 +429,7 @@ class DivergenceMonitor(Node):
 
     def _publish_joints(self, joints: JointColumns) -> None:
         live = self.context.ok()  # at shutdown (finish) the context may be gone already
-        for k in range(len(joints)):
-            data = cdr.joint_divergence_cdr(joints.record(k))
+        for data in cdr.joint_divergence_cdr(joints):
             if live:
                 self._pub_joints.publish(data)
             if self._capture is not None:
@@ -440,15 +439,13 @@ class DivergenceMonitor(Node):
         # Straight to CDR and published raw (rclpy message objects cost ~0.5 ms per grid
         # time on the latency path). Joints went out already (the engine's joint sink).
         published = []
-        if out.poses is not None:
-            for k in range(len(out.poses)):
-                self._latest_pose = out.poses.record(k)
-                published.append((self._pub_pose, "/divergence/pose", "sim_real_bridge/msg/PoseDivergence",
-                                  cdr.pose_divergence_cdr(self._latest_pose, self._pose_frame)))
-        if out.contacts is not None:
-            for k in range(len(out.contacts)):
-                published.append((self._pub_contact, "/divergence/contact", "sim_real_bridge/msg/ContactResidual",
-                                  cdr.contact_residual_cdr(out.contacts.record(k))))
+        if out.poses is not None and len(out.poses):
+            published += [(self._pub_pose, "/divergence/pose", "sim_real_bridge/msg/PoseDivergence", data)
+                          for data in cdr.pose_divergence_cdr(out.poses, self._pose_frame)]
+            self._latest_poses = out.poses
+        if out.contacts is not None and len(out.contacts):
+            published += [(self._pub_contact, "/divergence/contact", "sim_real_bridge/msg/ContactResidual", data)
+                          for data in cdr.contact_residual_cdr(out.contacts)]
         live = self.context.ok()  # at shutdown (finish) the context may be gone already
         for publisher, topic, type_name, data in published:
             if live:
@@ -526,10 +523,12 @@ class DivergenceMonitor(Node):
         self._pub_summary.publish(convert.divergence_summary_msg(srb_msgs, KeyValue, record))
 
     def _on_markers(self) -> None:
-        if self._latest_pose is None:
+        poses = self._latest_poses
+        if poses is None:
             return
         categories = sorted(set(self._open_categories.values()))
-        self._pub_markers.publish(convert.divergence_markers(viz_msgs, self._latest_pose, categories, self._now_ns(), self._pose_frame))
+        self._pub_markers.publish(cdr.divergence_markers_cdr(poses, [len(poses) - 1], [categories], [self._now_ns()],
+                                                             self._pose_frame)[0])
 
     # ------------------------------------------------------------------ diagnostics
     def _stream_diagnostic(self, topic: str) -> Any:

@@ -73,20 +73,17 @@ def write_divergence_mcap(path: Path, output: EngineOutput, pose_frame_id: str =
 
     add(_SUMMARY, [r.stamp_ns for r in output.summaries], [cdr.divergence_summary_cdr(r) for r in output.summaries])
     if output.joints is not None:
-        add(_JOINTS, output.joints.decision_ns,
-            cdr.joint_divergence_cdr_many([output.joints.record(k) for k in range(len(output.joints))]))
+        add(_JOINTS, output.joints.decision_ns, cdr.joint_divergence_cdr(output.joints))
     poses = output.poses
     if poses is not None and len(poses):
-        records = [poses.record(k) for k in range(len(poses))]
-        add(_POSE, poses.decision_ns, cdr.pose_divergence_cdr_many(records, pose_frame_id))
+        add(_POSE, poses.decision_ns, cdr.pose_divergence_cdr(poses, pose_frame_id))
         if markers_period_s:
             rows = _marker_rows(poses.decision_ns, int(markers_period_s * 1e9))
             stamps = poses.decision_ns[rows].tolist()
-            add(_MARKERS, stamps, cdr.divergence_markers_cdr_many(
-                [records[k] for k in rows], _open_categories_at(output, stamps), stamps, pose_frame_id))
+            add(_MARKERS, stamps, cdr.divergence_markers_cdr(
+                poses, rows, _open_categories_at(output, stamps), stamps, pose_frame_id))
     if output.contacts is not None:
-        add(_CONTACT, output.contacts.decision_ns,
-            cdr.contact_residual_cdr_many([output.contacts.record(k) for k in range(len(output.contacts))]))
+        add(_CONTACT, output.contacts.decision_ns, cdr.contact_residual_cdr(output.contacts))
     add(_EVENTS, [t for t, _ in output.events], [cdr.gap_event_cdr(r, t) for t, r in output.events])
     kind = np.concatenate(kinds)
     log_ns = np.concatenate(times)
