@@ -2,9 +2,8 @@
 
 Each column set carries ``t_ns`` (the grid time, on the monitor time base) and
 ``decision_ns`` (when the monitor analysed it: the log time of a published message).
-The live node publishes each row as it comes; replay writes whole columns; the report
-plots them. :meth:`record` gives one row as a small record for code that handles one
-message at a time.
+The live node publishes the rows of each batch as they come; replay writes whole
+columns; the report plots them.
 """
 
 from __future__ import annotations
@@ -49,22 +48,6 @@ def _concat(values: list[Any]) -> Any:
 
 
 @dataclass
-class JointDivergenceRecord:
-    """Per-joint residuals (real minus sim) at one analysis time."""
-
-    stamp_ns: int
-    names: tuple[str, ...]
-    position_residual_rad: np.ndarray
-    velocity_residual_rad_s: np.ndarray
-    effort_residual: np.ndarray
-    clock_offset_s: float
-    clock_offset_std_s: float
-    latency_s: float
-    latency_std_s: float
-    latency_compensated: bool = False
-
-
-@dataclass
 class JointColumns(_Columns):
     """Per-joint residuals, (K, J) arrays in ``names`` order; timing per row."""
 
@@ -79,33 +62,6 @@ class JointColumns(_Columns):
     latency_s: np.ndarray
     latency_std_s: np.ndarray
 
-    def record(self, k: int) -> JointDivergenceRecord:
-        return JointDivergenceRecord(
-            stamp_ns=int(self.t_ns[k]), names=self.names, position_residual_rad=self.position_residual_rad[k],
-            velocity_residual_rad_s=self.velocity_residual_rad_s[k], effort_residual=self.effort_residual[k],
-            clock_offset_s=float(self.clock_offset_s[k]), clock_offset_std_s=float(self.clock_offset_std_s[k]),
-            latency_s=float(self.latency_s[k]), latency_std_s=float(self.latency_std_s[k]))
-
-
-@dataclass
-class PoseDivergenceRecord:
-    """End-effector (and object) pose divergence at one analysis time; quaternions wxyz."""
-
-    stamp_ns: int
-    sim_ee_position_m: np.ndarray
-    sim_ee_orientation_wxyz: np.ndarray
-    real_ee_position_m: np.ndarray
-    real_ee_orientation_wxyz: np.ndarray
-    ee_position_error_m: np.ndarray
-    ee_position_error_norm_m: float
-    ee_orientation_error_rad: float
-    has_object: bool = False
-    sim_object_position_m: np.ndarray = field(default_factory=lambda: np.full(3, np.nan))
-    sim_object_orientation_wxyz: np.ndarray = field(default_factory=lambda: np.array([1.0, 0, 0, 0]))
-    real_object_position_m: np.ndarray = field(default_factory=lambda: np.full(3, np.nan))
-    real_object_orientation_wxyz: np.ndarray = field(default_factory=lambda: np.array([1.0, 0, 0, 0]))
-    object_position_error_norm_m: float = float("nan")
-    object_orientation_error_rad: float = float("nan")
 
 
 @dataclass
@@ -124,35 +80,6 @@ class PoseColumns(_Columns):
     object_position_error_norm_m: np.ndarray
     object_orientation_error_rad: np.ndarray
 
-    def record(self, k: int) -> PoseDivergenceRecord:
-        sim, real = self.sim_ee[k], self.real_ee[k]
-        has_object = bool(self.has_object[k])
-        identity = np.array([1.0, 0.0, 0.0, 0.0])
-        return PoseDivergenceRecord(
-            int(self.t_ns[k]), sim[:3], sim[3:], real[:3], real[3:], real[:3] - sim[:3],
-            float(self.ee_position_error_norm_m[k]), float(self.ee_orientation_error_rad[k]), has_object,
-            self.sim_object[k, :3] if has_object else np.full(3, np.nan),
-            self.sim_object[k, 3:] if has_object else identity,
-            self.real_object[k, :3] if has_object else np.full(3, np.nan),
-            self.real_object[k, 3:] if has_object else identity,
-            float(self.object_position_error_norm_m[k]), float(self.object_orientation_error_rad[k]))
-
-
-@dataclass
-class ContactRecord:
-    """Wrist wrench of both sides and their residual (real minus sim) at one analysis time."""
-
-    stamp_ns: int
-    sim_force_n: np.ndarray
-    sim_torque_nm: np.ndarray
-    real_force_n: np.ndarray
-    real_torque_nm: np.ndarray
-    residual_force_n: np.ndarray
-    residual_torque_nm: np.ndarray
-    force_residual_norm_n: float
-    torque_residual_norm_nm: float
-    sim_contact_phase: int
-    real_contact_phase: int
 
 
 @dataclass
@@ -179,12 +106,6 @@ class ContactColumns(_Columns):
     def torque_residual_norm_nm(self) -> np.ndarray:
         return np.linalg.norm(self.residual[:, 3:], axis=1)
 
-    def record(self, k: int) -> ContactRecord:
-        sim, real = self.sim_wrench[k], self.real_wrench[k]
-        res = real - sim
-        return ContactRecord(int(self.t_ns[k]), sim[:3], sim[3:], real[:3], real[3:], res[:3], res[3:],
-                             float(np.linalg.norm(res[:3])), float(np.linalg.norm(res[3:])),
-                             int(self.sim_contact_phase[k]), int(self.real_contact_phase[k]))
 
 
 @dataclass
