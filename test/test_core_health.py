@@ -21,9 +21,10 @@ def _moving_values(n: int, width: int = 2) -> np.ndarray:
 
 
 def _health(values: np.ndarray, keep: np.ndarray | None = None, batch: int = 25,
-            config: FeatureConfig | None = None, name: str = "real/joint_states") -> StreamHealth:
+            config: FeatureConfig | None = None, name: str = "real/wrench",
+            judges_saturation: bool = True) -> StreamHealth:
     """A StreamHealth fed the rows of ``values`` (sample k stamped k periods after 1 s), in batches."""
-    health = StreamHealth(config or FeatureConfig(), name)
+    health = StreamHealth(config or FeatureConfig(), name, judges_saturation=judges_saturation)
     stamp = 1 * S + PERIOD_NS * np.arange(len(values), dtype=np.int64)
     rows = np.arange(len(values)) if keep is None else np.flatnonzero(keep)
     for lo in range(0, len(rows), batch):
@@ -221,6 +222,17 @@ def test_the_sim_side_is_judged_for_dropout_only() -> None:
     t = _grid(1.0, 5.0)
     flags = health.flags(t, _late(t), None, dropout_only=True)
     assert set(flags.active) == {"dropout"}
+
+
+def test_a_stream_not_judged_for_saturation_never_raises_it() -> None:
+    # Joint encoders: a quantized encoder holds one value while its joint creeps.
+    values = _moving_values(600)
+    values[200:400, 1] = 0.4
+    t = _grid(1.0, 5.5)
+    flags = _health(values, name="real/joint_states", judges_saturation=False).flags(
+        t, _late(t), np.ones((len(t), 2), dtype=bool))
+    assert not flags.active["saturation"].any()
+    assert _health(values).flags(t, _late(t), np.ones((len(t), 2), dtype=bool)).active["saturation"].any()
 
 
 def test_feeding_one_sample_at_a_time_or_in_batches_gives_the_same_flags() -> None:

@@ -320,7 +320,7 @@ class DivergenceEngine:
         elif stream == "wrench":
             if streams.wrench is None:
                 streams.wrench = StreamBuffer(6)
-                streams.wrench_health = StreamHealth(cfg, f"{side}/wrench")
+                streams.wrench_health = StreamHealth(cfg, f"{side}/wrench", judges_saturation=True)
             buffer, health, health_values = streams.wrench, streams.wrench_health, values
         else:
             if getattr(streams, stream) is None:

@@ -5,8 +5,10 @@ arrive (:meth:`StreamHealth.add`), and marked at once, on whole columns:
 
 - nonfinite: NaN or inf in a sample;
 - frozen: ``frozen_samples`` or more bit-identical consecutive samples;
-- saturation: one component pinned at the same non-zero value for
-  ``saturation_samples`` samples while other components of the message vary;
+- saturation (force/torque streams only): one component pinned at the same non-zero
+  value for ``saturation_samples`` samples while other components of the message vary
+  (a sensor clipping at its range). Joint encoders are not judged: a quantized encoder
+  holds one value while its joint creeps, which is its resolution, not a fault;
 - gaps: an interval between samples longer than ``dropout_periods`` expected periods,
   the period being the running median of recent stamp intervals;
 - stamp jitter: the median absolute deviation of recent stamp intervals relative to
@@ -167,11 +169,13 @@ class StreamHealth:
     Args:
         config: detector thresholds.
         name: label used in evidence, e.g. "real/joint_states".
+        judges_saturation: whether a pinned component is clipping (force/torque sensors).
     """
 
-    def __init__(self, config: FeatureConfig, name: str) -> None:
+    def __init__(self, config: FeatureConfig, name: str, judges_saturation: bool = False) -> None:
         self.config = config
         self.name = name
+        self.judges_saturation = judges_saturation
         self.sample_count = 0
         self._last_stamp: int | None = None
         self._last_values: np.ndarray | None = None
@@ -304,8 +308,9 @@ class StreamHealth:
         self._add_marks("nonfinite", time_ns[~all_finite], np.mean(~finite[~all_finite], axis=1))
         frozen = repeat + 1 >= cfg.frozen_samples
         self._add_marks("frozen", time_ns[frozen], (repeat[frozen] + 1).astype(float))
-        rows, components = np.nonzero(saturated_component)
-        self._add_marks("saturation", time_ns[rows], components.astype(float))
+        if self.judges_saturation:
+            rows, components = np.nonzero(saturated_component)
+            self._add_marks("saturation", time_ns[rows], components.astype(float))
         self._repeat_run = int(repeat[-1])
         self._component_run = pinned[-1]
         self._last_values = values[-1].copy()
