@@ -18,11 +18,14 @@ graph of ``sim-real-bridge demo``):
     stamps_on_node_clock: true
     expected_frames: {wrench: "", pose: ""}
     window_s: [start, end]                  # optional: seconds from the first message
+    joint_map: {leader_joint1: follower_joint1}   # optional: sim joint name -> real joint name
     engine: {horizon_s: 0.3, attribution: {...}, ...}   # EngineConfig, flat or nested
 
 or the same parameters under ``<node or /**>: ros__parameters:`` (dotted keys such as
 ``sim_topics.wrench`` or ``engine.attribution.human_force_n`` are accepted too). An
-empty topic disables an optional stream; relative topics resolve under ``/``.
+empty topic disables an optional stream (every stream but ``joint_states`` is
+optional); relative topics resolve under ``/``. Joints pair by ``joint_map``, then by
+equal names, then by equal names once each side's common prefix is stripped.
 Parameters of the monitor that mean nothing offline (output_dir, snapshots,
 diagnostics, use_sim_time) are ignored; any other unknown key raises ConfigError.
 """
@@ -30,7 +33,7 @@ diagnostics, use_sim_time) are ignored; any other unknown key raises ConfigError
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +48,7 @@ SIDES: tuple[str, ...] = ("sim", "real")
 #: Streams of each side and whether replay needs them.
 STREAMS: dict[str, bool] = {
     "joint_states": True,
-    "wrench": True,
+    "wrench": False,
     "ee_pose": False,
     "object_pose": False,
     "joint_trajectory": False,
@@ -76,6 +79,11 @@ class ReplayConfig:
         intake: the input checks of the live node.
         engine: engine parameters (as EngineConfig.from_dict takes them).
         window_s: optional (start, end) seconds from the bag's first message.
+        joint_map: explicit joint pairs (sim name -> real name).
+        sides: side -> a namespace or a joint_states topic (``--sim``/``--real``), that
+            replaces the side's topics where the file did not name them
+            (:func:`~sim_real_bridge.offline.replay.topics.side_topics`).
+        explicit: the ``<side>_topics.<stream>`` keys the file named.
     """
 
     sim_topics: Mapping[str, str] = field(default_factory=lambda: _default_topics("sim"))
@@ -89,6 +97,9 @@ class ReplayConfig:
     intake: IntakeConfig = field(default_factory=IntakeConfig)
     engine: Mapping[str, Any] = field(default_factory=dict)
     window_s: tuple[float, float] | None = None
+    joint_map: Mapping[str, str] = field(default_factory=dict)
+    sides: Mapping[str, str] = field(default_factory=dict)
+    explicit: frozenset[str] = frozenset()
 
     def topics(self, side: str) -> Mapping[str, str]:
         """The stream -> topic map of one side."""
@@ -97,6 +108,18 @@ class ReplayConfig:
     def engine_config(self) -> EngineConfig:
         """The validated EngineConfig."""
         return EngineConfig.from_flat(self.engine)
+
+    def with_sides(self, sim: str | None = None, real: str | None = None) -> ReplayConfig:
+        """This config with ``--sim``/``--real`` (a namespace or a joint_states topic) set.
+
+        Raises:
+            ConfigError: a value is not a topic name.
+        """
+        sides = dict(self.sides)
+        for side, value in (("sim", sim), ("real", real)):
+            if value:
+                sides[side] = _resolve(value, f"--{side}")
+        return replace(self, sides=sides)
 
 
 def _flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -129,6 +152,17 @@ def _positive(value: Any, what: str) -> float:
     return number
 
 
+def _joint_map(value: Any, what: str) -> dict[str, str]:
+    """``joint_map``: sim joint name -> real joint name, each real joint named once."""
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) and k and v
+                                                 for k, v in value.items()):
+        raise ConfigError(f"{what} must map sim joint names to real joint names, got {value!r}")
+    repeated = sorted({v for v in value.values() if list(value.values()).count(v) > 1})
+    if repeated:
+        raise ConfigError(f"{what}: real joint(s) {', '.join(repeated)} named for more than one sim joint")
+    return dict(value)
+
+
 def replay_config_from_dict(values: Mapping[str, Any], source: str = "<memory>") -> ReplayConfig:
     """Build a ReplayConfig from the mapping a YAML file holds (see the module docstring).
 
@@ -153,6 +187,8 @@ def replay_config_from_dict(values: Mapping[str, Any], source: str = "<memory>")
     engine: dict[str, Any] = {}
     kwargs: dict[str, Any] = {}
     limits: dict[str, Any] = {}
+    explicit: set[str] = set()
+    joint_map: dict[str, str] = {}
     stamps_on_node_clock = True
     for key, value in flat.items():
         head, _, rest = key.partition(".")
@@ -160,6 +196,7 @@ def replay_config_from_dict(values: Mapping[str, Any], source: str = "<memory>")
             if rest not in STREAMS:
                 raise ConfigError(f"{source}: unknown stream {rest!r} in {key}; streams: {', '.join(STREAMS)}")
             topics[head[:-7]][rest] = _resolve(value, f"{source}: {key}")
+            explicit.add(key)
         elif head == "expected_frames" and rest in frames:
             frames[rest] = "" if value is None else str(value)
         elif head == "engine" and rest:
@@ -184,6 +221,10 @@ def replay_config_from_dict(values: Mapping[str, Any], source: str = "<memory>")
             if not (0 <= start < end):
                 raise ConfigError(f"{source}: window_s must satisfy 0 <= start < end, got {value!r}")
             kwargs[key] = (start, end)
+        elif key == "joint_map":
+            joint_map.update(_joint_map(value, f"{source}: joint_map"))
+        elif head == "joint_map" and rest:  # a ROS parameter file: joint_map.<sim name>: <real name>
+            joint_map.update(_joint_map({rest: value}, f"{source}: {key}"))
         elif key in IGNORED_KEYS or head in IGNORED_KEYS:
             continue
         else:
@@ -192,13 +233,16 @@ def replay_config_from_dict(values: Mapping[str, Any], source: str = "<memory>")
         for stream, required in STREAMS.items():
             if required and not topics[side][stream]:
                 raise ConfigError(f"{source}: {side}_topics.{stream} must name a topic")
+    if joint_map:
+        kwargs["joint_map"] = _joint_map(joint_map, f"{source}: joint_map")
     try:
         EngineConfig.from_flat(engine)
     except ConfigError as error:
         raise ConfigError(f"{source}: engine parameters: {error}") from None
     intake = IntakeConfig(limits=validation.InputLimits(**limits), stamps_on_node_clock=stamps_on_node_clock,
                           expected_frames=frames)
-    return ReplayConfig(sim_topics=topics["sim"], real_topics=topics["real"], intake=intake, engine=engine, **kwargs)
+    return ReplayConfig(sim_topics=topics["sim"], real_topics=topics["real"], intake=intake, engine=engine,
+                        explicit=frozenset(explicit), **kwargs)
 
 
 def load_replay_config(path: Path | str | None) -> ReplayConfig:
