@@ -66,7 +66,8 @@ def analyses(config: ReplayConfig, read: RunStreams, outcome: Any, has_truth: bo
                                            f"{read.wanted[('real', 'joint_states')]}")]
     for field, name in (("velocity", "velocity residuals"), ("effort", "effort residuals")):
         missing = _joint_field_sides(read, field)
-        detail = f"joint_states of the {' and '.join(missing)} side carry no {field}" if missing else "both sides"
+        sides = "both sides'" if len(missing) == 2 else f"the {missing[0]} side's" if missing else ""
+        detail = f"{sides} joint_states carry no {field}" if missing else "both sides"
         out.append(_entry(name, not missing, detail))
     rows = {"wrench": len(output.contacts) if output.contacts is not None else 0,
             "ee_pose": len(output.poses) if output.poses is not None else 0,

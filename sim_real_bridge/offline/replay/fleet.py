@@ -155,7 +155,7 @@ def _dask_client(address: str) -> Any:
         raise ConfigError("--dask needs dask.distributed: pip install 'sim_real_bridge[dask]' "
                           "(or dask[distributed])") from None
     try:
-        return Client(address, timeout=DASK_CONNECT_TIMEOUT_S, set_as_default=False)
+        return Client(address, timeout=DASK_CONNECT_TIMEOUT_S)
     except (OSError, TimeoutError, ValueError) as error:
         raise ConfigError(f"--dask {address}: cannot reach the scheduler: {error}") from None
 

@@ -13,8 +13,8 @@ import gc
 import json
 import math
 import os
+import secrets
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -123,7 +123,8 @@ def _analyse(run: RunSpec, config: ReplayConfig, started: float, on_progress: Ca
     duration_s = max(data_s, truth_collector.elapsed_s) if truth_collector is not None else data_s
     truth = truth_collector.truth(duration_s) if truth_collector is not None else None
     ran = analyses(config, read, outcome, truth is not None)
-    extra: dict[str, Any] = {"bags": list(run.bags), "analyses": ran, "segments": run_summary["segments"]}
+    extra: dict[str, Any] = {"bags": list(run.bags), "analyses": ran, "segments": run_summary["segments"],
+                             "counts": run_summary["counts"]}
     if truth_collector is not None:
         extra["injections_without_effect"] = truth_collector.without_effect(duration_s)
     extra.update({"problems_by_topic": outcome.problems, "warnings": warnings, **({"labels": labels} if labels else {})})
@@ -149,9 +150,16 @@ def _problem_warnings(problems: Mapping[str, Mapping[str, int]]) -> list[str]:
 
 # --------------------------------------------------------------------------- outputs
 def _staging_dir(out: Path) -> Path:
-    """A new temporary directory beside ``out`` (same filesystem: moves are renames)."""
+    """A new temporary directory beside ``out`` (same filesystem: moves are renames),
+    with the permissions of any directory made here (mkdtemp's are private)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    while True:
+        staging = out.parent / f".{out.name}.partial-{secrets.token_hex(4)}"
+        try:
+            staging.mkdir()
+            return staging
+        except FileExistsError:
+            continue
 
 
 def _publish(staging: Path, out: Path) -> None:

@@ -9,13 +9,15 @@ JointState topics are read as columns when every message names the same joints w
 one value each; a topic whose messages disagree (empty arrays, repeated names, a joint
 missing now and then, a value count that does not match the names) is handed over in
 runs of messages that agree, so the engine refuses and counts the bad ones by reason as
-the live monitor does, and analyses the rest.
+the live monitor does, and analyses the rest. A joint whose position is never finite
+in the whole recording (a joint without an encoder) is left out with a warning, so the
+side's other joints are analysed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import is_
 from typing import Any
 
@@ -116,7 +118,8 @@ def read_run_streams(bags: Any, config: ReplayConfig, start_ns: int | None = Non
     _select(bags, config, out)
     extra_topics = _extra_topics(bags, config)
     topics = bags.topics()
-    bags.check_types({topic: STREAM_TYPES[stream] for (_, stream), topic in out.wanted.items()})
+    for (_, stream), topic in out.wanted.items():  # one topic may serve two streams: check each
+        bags.check_types({topic: STREAM_TYPES[stream]})
     bags.check_types({topic: topics[topic].msgtype for topic in extra_topics})
     raw = bags.read_raw([*out.wanted.values(), *extra_topics], start_ns, stop_ns)
     frames_needed = {k for k, v in config.intake.expected_frames.items() if v}
@@ -148,6 +151,8 @@ def read_run_streams(bags: Any, config: ReplayConfig, start_ns: int | None = Non
                 out.streams.append(PoseStream(side, stream, col.recv_ns, col.stamp_ns, frames, col.position_m,
                                               col.orientation_wxyz))
     out.extra = {topic: _parse_extra(bags, topic, raw[topic]) for topic in extra_topics}
+    for side in SIDES:
+        out.warnings.extend(_drop_dead_joints(out.streams, side, out.wanted[(side, "joint_states")]))
     out.streams.sort(key=_stream_rank)
     return out
 
@@ -235,6 +240,30 @@ def _joint_runs(recv_ns: np.ndarray, groups: Sequence[LayoutGroup], side: str
         streams.append(JointStream(side, recv_ns[start:end], stamp_ns[start:end], names, q[part],
                                    qd[part] if qd.shape[1] else None, effort[part] if effort.shape[1] else None))
     return streams, stamp_ns
+
+
+def _drop_dead_joints(streams: list[Stream], side: str, topic: str) -> list[str]:
+    """Leave out the joints of a side whose position is never finite (a joint without an
+    encoder, a gripper reporting NaN), so the others are analysed; returns the warning.
+
+    A side whose every joint is dead keeps them all: the engine then refuses its rows
+    as non-finite and the error counts them.
+    """
+    parts = [(k, s) for k, s in enumerate(streams) if isinstance(s, JointStream) and s.side == side]
+    names = list(dict.fromkeys(name for _, s in parts for name in s.names))
+    alive = {name for _, s in parts if s.position.shape[1] == len(s.names)
+             for name, finite in zip(s.names, np.isfinite(s.position).any(axis=0).tolist(), strict=True) if finite}
+    dead = [name for name in names if name not in alive]
+    if not dead or len(dead) == len(names):
+        return []
+    for k, s in parts:
+        if s.position.shape[1] != len(s.names):
+            continue  # refused by the engine as it is (length_mismatch)
+        keep = [j for j, name in enumerate(s.names) if name in alive]
+        columns = [None if v is None else v[:, keep] for v in (s.velocity, s.effort)]
+        streams[k] = replace(s, names=tuple(s.names[j] for j in keep), position=s.position[:, keep],
+                             velocity=columns[0], effort=columns[1])
+    return [f"{topic}: joint(s) {', '.join(dead)} never have a finite position: left out of the analysis"]
 
 
 # --------------------------------------------------------------------------- checks and run-level topics
