@@ -86,6 +86,10 @@ def test_a_failed_run_leaves_no_stale_outputs_and_no_output_line(bags: dict[str,
     assert "/real/joint_states (real joint_states) not found" in line and "output in" not in line
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     assert [p.name for p in tmp_path.iterdir() if ".partial-" in p.name] == []
+    (out / "notes.txt").unlink()
+    capsys.readouterr()
+    _error_line(capsys, ["replay", str(bags["sim_only"]), "--out", str(out)])
+    assert out.is_dir(), "a directory that was there before stays, empty"
 
 
 def test_outputs_replace_the_previous_run_as_a_whole(bags: dict[str, Path], tmp_path: Path) -> None:

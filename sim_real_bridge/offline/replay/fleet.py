@@ -273,6 +273,9 @@ def run_replay(request: ReplayRequest, stream: Any = None) -> int:
             remove_outputs(out_dir / failure.name)
     with progress:
         results = run_jobs(runs, config, out_dirs, request.workers, progress, request.dask)
+    for result in results:
+        if not result.ok:  # a run directory left empty by a failed run goes
+            remove_outputs(out_dir / result.name)
     _rollup(out_dir, results, discovery_failures)
     failed = [r for r in results if not r.ok] + list(discovery_failures)
     print(f"replay: {sum(r.ok for r in results)} run(s) ok, {len(failed)} failed; "
@@ -284,7 +287,7 @@ def _replay_one(runs: list[RunSpec], discovery_failures: list[RunResult], config
                 request: ReplayRequest, stream: Any) -> int:
     """One run into ``out_dir``; its failure is the command's error."""
     if discovery_failures:
-        remove_outputs(out_dir)
+        remove_outputs(out_dir, remove_empty_dir=False)
         raise BagError(discovery_failures[0].error or f"bag(s) {', '.join(discovery_failures[0].bags)}: failed")
     run = runs[0]
     with Progress(runs, stream) as progress:

@@ -2,8 +2,8 @@
 
 :func:`replay_run` is a pure function of (run, config, output directory) returning plain
 data, so it runs unchanged in this process, a process pool or a dask cluster. Its
-outputs are written to a temporary directory beside the output directory and moved in
-when all three are complete; a run that fails leaves none of them behind (a previous
+outputs are written to a temporary directory beside the output directory (in it, when it
+exists) and moved in when all three are complete; a run that fails leaves none of them behind (a previous
 run's are removed, so nothing stale reads as this run's result).
 """
 
@@ -74,6 +74,7 @@ def _replay_run(run: RunSpec, config: ReplayConfig, out: Path,
                 on_progress: Callable[[float], None] | None) -> RunResult:
     started = time.process_time()
     staging: Path | None = None
+    existed = out.is_dir()
     try:
         summary, data_s, row, write = _analyse(run, config, started, on_progress)
         staging = _staging_dir(out)
@@ -87,7 +88,7 @@ def _replay_run(run: RunSpec, config: ReplayConfig, out: Path,
             if isinstance(error, OSError) else f"bag(s) {', '.join(run.bags)}: {type(error).__name__}: {error}")
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
-        remove_outputs(out)
+        remove_outputs(out, remove_empty_dir=not existed)
         return RunResult(run.name, run.bags, False, message, str(out), cpu_s=time.process_time() - started)
 
 
@@ -150,11 +151,13 @@ def _problem_warnings(problems: Mapping[str, Mapping[str, int]]) -> list[str]:
 
 # --------------------------------------------------------------------------- outputs
 def _staging_dir(out: Path) -> Path:
-    """A new temporary directory beside ``out`` (same filesystem: moves are renames),
-    with the permissions of any directory made here (mkdtemp's are private)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
+    """A new temporary directory beside ``out``, or in it when it exists (same filesystem:
+    moves are renames), with the permissions of any directory made here (mkdtemp's are
+    private)."""
+    where = out if out.is_dir() else out.parent
+    where.mkdir(parents=True, exist_ok=True)
     while True:
-        staging = out.parent / f".{out.name}.partial-{secrets.token_hex(4)}"
+        staging = where / f".{out.name}.partial-{secrets.token_hex(4)}"
         try:
             staging.mkdir()
             return staging
@@ -177,8 +180,9 @@ def _publish(staging: Path, out: Path) -> None:
     staging.rmdir()
 
 
-def remove_outputs(out: Path) -> None:
-    """Remove a previous run's outputs from ``out`` (and ``out`` itself when that empties it)."""
+def remove_outputs(out: Path, remove_empty_dir: bool = True) -> None:
+    """Remove a previous run's outputs from ``out`` (and, with ``remove_empty_dir``,
+    ``out`` itself when that empties it)."""
     if not out.is_dir():
         return
     for name in OUTPUT_NAMES:
@@ -188,10 +192,11 @@ def remove_outputs(out: Path) -> None:
             pass
         except OSError:
             continue
-    try:
-        out.rmdir()
-    except OSError:
-        pass  # other files in it: theirs to keep
+    if remove_empty_dir:
+        try:
+            out.rmdir()
+        except OSError:
+            pass  # other files in it: theirs to keep
 
 
 def write_json(path: Path, data: Any) -> None:
