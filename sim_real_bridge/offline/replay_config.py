@@ -163,6 +163,81 @@ def _joint_map(value: Any, what: str) -> dict[str, str]:
     return dict(value)
 
 
+def _flat_parameters(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Dotted key -> value: the monitor's (or replay's) ``ros__parameters`` sections when
+    the file has them, else the whole mapping."""
+    if not any(isinstance(v, Mapping) and "ros__parameters" in v for v in values.values()):
+        return _flatten(values)
+    merged: dict[str, Any] = {}
+    for key, section in values.items():
+        if isinstance(section, Mapping) and "ros__parameters" in section:
+            if key == "/**" or str(key).rstrip("/").split("/")[-1] in ("divergence_monitor", "replay"):
+                merged.update(_flatten(section["ros__parameters"] or {}))
+    return merged
+
+
+@dataclass
+class _Parsed:
+    """What the keys of a file set, gathered key by key."""
+
+    topics: dict[str, dict[str, str]] = field(default_factory=lambda: {s: _default_topics(s) for s in SIDES})
+    frames: dict[str, str] = field(default_factory=lambda: {"wrench": "", "pose": ""})
+    engine: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    limits: dict[str, Any] = field(default_factory=dict)
+    explicit: set[str] = field(default_factory=set)
+    joint_map: dict[str, str] = field(default_factory=dict)
+    stamps_on_node_clock: bool = True
+
+
+def _window(value: Any, what: str) -> tuple[float, float]:
+    try:
+        start, end = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{what} must be [start, end] in seconds, got {value!r}") from None
+    if not (0 <= start < end):
+        raise ConfigError(f"{what} must satisfy 0 <= start < end, got {value!r}")
+    return start, end
+
+
+def _apply(parsed: _Parsed, key: str, value: Any, source: str) -> None:
+    """Take one dotted key into ``parsed``.
+
+    Raises:
+        ConfigError: an unknown key or a bad value.
+    """
+    head, _, rest = key.partition(".")
+    what = f"{source}: {key}"
+    if head in ("sim_topics", "real_topics") and rest:
+        if rest not in STREAMS:
+            raise ConfigError(f"{source}: unknown stream {rest!r} in {key}; streams: {', '.join(STREAMS)}")
+        parsed.topics[head[:-7]][rest] = _resolve(value, what)
+        parsed.explicit.add(key)
+    elif head == "expected_frames" and rest in parsed.frames:
+        parsed.frames[rest] = "" if value is None else str(value)
+    elif head == "engine" and rest:
+        parsed.engine[rest] = value
+    elif key in ("injections_topic", "ticks_topic"):
+        parsed.kwargs[key] = _resolve(value or "", what)
+    elif key in ("tick_period_s", "summary_rate_hz", "markers_rate_hz"):
+        parsed.kwargs[key] = _positive(value, what)
+    elif key == "pose_frame_id":
+        parsed.kwargs[key] = str(value)
+    elif key in ("max_joints", "max_future_s"):
+        number = _positive(value, what)
+        parsed.limits[key] = int(number) if key == "max_joints" else number
+    elif key == "stamps_on_node_clock":
+        parsed.stamps_on_node_clock = bool(value)
+    elif key == "window_s":
+        parsed.kwargs[key] = _window(value, f"{source}: window_s")
+    elif key == "joint_map":
+        parsed.joint_map.update(_joint_map(value, f"{source}: joint_map"))
+    elif head == "joint_map" and rest:  # a ROS parameter file: joint_map.<sim name>: <real name>
+        parsed.joint_map.update(_joint_map({rest: value}, what))
+    elif key not in IGNORED_KEYS and head not in IGNORED_KEYS:
+        raise ConfigError(f"{source}: unknown replay parameter {key!r}")
+
+
 def replay_config_from_dict(values: Mapping[str, Any], source: str = "<memory>") -> ReplayConfig:
     """Build a ReplayConfig from the mapping a YAML file holds (see the module docstring).
 
@@ -172,77 +247,23 @@ def replay_config_from_dict(values: Mapping[str, Any], source: str = "<memory>")
     """
     if not isinstance(values, Mapping):
         raise ConfigError(f"{source}: expected a mapping at the top, got {type(values).__name__}")
-    sections = [v for v in values.values() if isinstance(v, Mapping) and "ros__parameters" in v]
-    if sections:
-        merged: dict[str, Any] = {}
-        for key, section in values.items():
-            if isinstance(section, Mapping) and "ros__parameters" in section:
-                if key == "/**" or str(key).rstrip("/").split("/")[-1] in ("divergence_monitor", "replay"):
-                    merged.update(_flatten(section["ros__parameters"] or {}))
-        flat = merged
-    else:
-        flat = _flatten(values)
-    topics = {side: _default_topics(side) for side in SIDES}
-    frames = {"wrench": "", "pose": ""}
-    engine: dict[str, Any] = {}
-    kwargs: dict[str, Any] = {}
-    limits: dict[str, Any] = {}
-    explicit: set[str] = set()
-    joint_map: dict[str, str] = {}
-    stamps_on_node_clock = True
-    for key, value in flat.items():
-        head, _, rest = key.partition(".")
-        if head in ("sim_topics", "real_topics") and rest:
-            if rest not in STREAMS:
-                raise ConfigError(f"{source}: unknown stream {rest!r} in {key}; streams: {', '.join(STREAMS)}")
-            topics[head[:-7]][rest] = _resolve(value, f"{source}: {key}")
-            explicit.add(key)
-        elif head == "expected_frames" and rest in frames:
-            frames[rest] = "" if value is None else str(value)
-        elif head == "engine" and rest:
-            engine[rest] = value
-        elif key in ("injections_topic", "ticks_topic"):
-            kwargs[key] = _resolve(value or "", f"{source}: {key}")
-        elif key in ("tick_period_s", "summary_rate_hz", "markers_rate_hz"):
-            kwargs[key] = _positive(value, f"{source}: {key}")
-        elif key == "pose_frame_id":
-            kwargs[key] = str(value)
-        elif key == "max_joints":
-            limits[key] = int(_positive(value, f"{source}: {key}"))
-        elif key == "max_future_s":
-            limits[key] = _positive(value, f"{source}: {key}")
-        elif key == "stamps_on_node_clock":
-            stamps_on_node_clock = bool(value)
-        elif key == "window_s":
-            try:
-                start, end = (float(v) for v in value)
-            except (TypeError, ValueError):
-                raise ConfigError(f"{source}: window_s must be [start, end] in seconds, got {value!r}") from None
-            if not (0 <= start < end):
-                raise ConfigError(f"{source}: window_s must satisfy 0 <= start < end, got {value!r}")
-            kwargs[key] = (start, end)
-        elif key == "joint_map":
-            joint_map.update(_joint_map(value, f"{source}: joint_map"))
-        elif head == "joint_map" and rest:  # a ROS parameter file: joint_map.<sim name>: <real name>
-            joint_map.update(_joint_map({rest: value}, f"{source}: {key}"))
-        elif key in IGNORED_KEYS or head in IGNORED_KEYS:
-            continue
-        else:
-            raise ConfigError(f"{source}: unknown replay parameter {key!r}")
+    parsed = _Parsed()
+    for key, value in _flat_parameters(values).items():
+        _apply(parsed, key, value, source)
     for side in SIDES:
         for stream, required in STREAMS.items():
-            if required and not topics[side][stream]:
+            if required and not parsed.topics[side][stream]:
                 raise ConfigError(f"{source}: {side}_topics.{stream} must name a topic")
-    if joint_map:
-        kwargs["joint_map"] = _joint_map(joint_map, f"{source}: joint_map")
+    if parsed.joint_map:
+        parsed.kwargs["joint_map"] = _joint_map(parsed.joint_map, f"{source}: joint_map")
     try:
-        EngineConfig.from_flat(engine)
+        EngineConfig.from_flat(parsed.engine)
     except ConfigError as error:
         raise ConfigError(f"{source}: engine parameters: {error}") from None
-    intake = IntakeConfig(limits=validation.InputLimits(**limits), stamps_on_node_clock=stamps_on_node_clock,
-                          expected_frames=frames)
-    return ReplayConfig(sim_topics=topics["sim"], real_topics=topics["real"], intake=intake, engine=engine,
-                        explicit=frozenset(explicit), **kwargs)
+    intake = IntakeConfig(limits=validation.InputLimits(**parsed.limits),
+                          stamps_on_node_clock=parsed.stamps_on_node_clock, expected_frames=parsed.frames)
+    return ReplayConfig(sim_topics=parsed.topics["sim"], real_topics=parsed.topics["real"], intake=intake,
+                        engine=parsed.engine, explicit=frozenset(parsed.explicit), **parsed.kwargs)
 
 
 def load_replay_config(path: Path | str | None) -> ReplayConfig:
