@@ -356,47 +356,6 @@ def test_synthetic_messages_are_in_log_time_order() -> None:
     assert times == sorted(times) and {"/sim/joint_states", "/real/wrench"} <= {t for t, _, _, _ in items}
 
 
-# ------------------------------------------------------------------ vectorized intake
-def _bad_streams() -> list:
-    from sim_real_bridge.offline.replay_engine import CommandStream, JointStream, PoseStream, WrenchStream
-
-    rng = np.random.default_rng(3)
-    n = 600
-    t0 = 1_700_000_000 * 10**9
-    stamps = t0 + np.arange(n, dtype=np.int64) * 5_000_000
-    names = tuple(f"joint{i}" for i in range(1, 8))
-    streams = [CommandStream("sim", np.array([t0 - 1000]), [0], [names], [[]])]
-    for side, lag in (("sim", 100_000), ("real", 400_000)):
-        q = np.sin(np.arange(n)[:, None] * 0.01 + np.arange(7)) + (0.01 if side == "real" else 0.0)
-        vel = np.cos(q)
-        eff = np.full((n, 7), np.nan) if side == "real" else 0.1 * q
-        js_stamps = stamps.copy()
-        if side == "real":
-            q[100:110, 2] = np.nan
-            js_stamps[200:203] = 0
-            js_stamps[300] += 9 * 10**9
-        streams.append(JointStream(side, stamps + lag, js_stamps, names, q, vel, eff))
-        force = rng.normal(size=(n, 3))
-        if side == "real":
-            force[50:55, 0] = np.inf
-        frames = ["tool0"] * n
-        if side == "real":
-            frames[400:410] = ["base"] * 10
-        w_stamps = stamps.copy()
-        if side == "real":
-            w_stamps[[450, 451]] = w_stamps[[451, 450]]
-        streams.append(WrenchStream(side, stamps + lag + 10, w_stamps, frames, force, rng.normal(size=(n, 3))))
-        pos = np.tile([0.4, 0.0, 0.3], (n // 5, 1))
-        if side == "real":
-            pos[20:22] = np.nan
-        streams.append(PoseStream(side, "ee_pose", stamps[::5] + lag, stamps[::5], "world", pos,
-                                  np.tile([1.0, 0, 0, 0], (n // 5, 1))))
-    other = tuple(f"arm_{i}" for i in range(7))
-    streams.append(JointStream("real", stamps[300:305] + 123, stamps[300:305], other, np.zeros((5, 7)), np.zeros((5, 7)),
-                               np.zeros((5, 7))))
-    return streams
-
-
 def test_config_dict_valued_engine_settings_keep_the_other_defaults() -> None:
     from sim_real_bridge.core.engine import EngineConfig
 
