@@ -48,7 +48,11 @@ setup(
     packages=find_packages(include=["sim_real_bridge", "sim_real_bridge.*"]),
     package_data={"sim_real_bridge": ["sim/assets/*"]},
     install_requires=_requirements(),
-    extras_require={"test": ["pytest>=7.4", "pytest-timeout>=2.2", "hypothesis>=6.90"]},
+    extras_require={
+        "test": ["pytest>=7.4", "pytest-timeout>=2.2", "hypothesis>=6.90", "dask[distributed]>=2024.1"],
+        # `sim-real-bridge replay --dask ADDRESS`: the per-bag jobs on a dask.distributed cluster.
+        "dask": ["dask[distributed]>=2024.1"],
+    },
     cmdclass={"build_py": BuildPyWithShare},
     entry_points={"console_scripts": ["sim-real-bridge = sim_real_bridge.cli:main"]},
 )

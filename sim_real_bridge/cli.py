@@ -1,7 +1,8 @@
 """The ``sim-real-bridge`` command line.
 
     sim-real-bridge demo [--scenario NAME|PATH] [--duration S] [--summary PATH] [--record DIR]
-    sim-real-bridge replay BAG_OR_DIR... --out DIR [--workers N]
+    sim-real-bridge replay BAG_OR_DIR... --out DIR [--workers N | --dask ADDRESS] [--config YAML]
+                           [--sim NS_OR_TOPIC --real NS_OR_TOPIC]
     sim-real-bridge inspect BAG... [--json]
     sim-real-bridge fit BAG_OR_SNAPSHOT... --model MJCF_OR_ROBOT --out DIR [--params NAMES]
     sim-real-bridge scenarios [generate --seed S --count N --out DIR [--robot NAME]]
@@ -72,8 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="analyse recorded rosbag2 bags (MCAP or sqlite3) without ROS")
     replay.add_argument("bags", nargs="+", type=Path, metavar="BAG_OR_DIR", help="bag files, bag directories, or directories of bags")
     replay.add_argument("--out", type=Path, required=True, help="output directory for summary.json, report.html, divergence.mcap")
-    replay.add_argument("--workers", type=_positive_int, default=1, help="bags processed in parallel (default: 1)")
+    where = replay.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=_positive_int, default=1, help="bags processed in parallel here (default: 1)")
+    where.add_argument("--dask", metavar="ADDRESS", default=None,
+                       help="run the per-bag jobs on this dask.distributed scheduler (e.g. tcp://host:8786); "
+                            "its workers must see the bags and --out at the same paths")
     replay.add_argument("--config", type=Path, default=None, help="topic mapping and analysis parameters (YAML)")
+    replay.add_argument("--sim", metavar="NS_OR_TOPIC", default=None,
+                        help="the reference side: a namespace (/leader: /leader/joint_states, /leader/wrench ...) "
+                             "or its joint_states topic")
+    replay.add_argument("--real", metavar="NS_OR_TOPIC", default=None,
+                        help="the real side: a namespace or its joint_states topic (see `sim-real-bridge inspect`)")
 
     inspect = sub.add_parser("inspect", help="list a recording's topics, rates and the sim/real pairs replay would use")
     inspect.add_argument("bags", nargs="+", type=Path, metavar="BAG",
@@ -121,7 +131,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_replay(args: argparse.Namespace) -> int:
     from sim_real_bridge.offline.replay import ReplayRequest, run_replay
 
-    return run_replay(ReplayRequest(inputs=list(args.bags), out_dir=args.out, workers=args.workers, config_path=args.config))
+    return run_replay(ReplayRequest(inputs=list(args.bags), out_dir=args.out, workers=args.workers,
+                                    config_path=args.config, sim=args.sim, real=args.real, dask=args.dask))
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:

@@ -186,10 +186,26 @@ def _error_of(bag: Path, tmp_path: Path, config: ReplayConfig | None = None) -> 
     return result.error or ""
 
 
-def test_missing_topic_names_bag_and_topic(bags: dict[str, Path], tmp_path: Path) -> None:
-    config = replay_config_from_dict({"real_topics": {"wrench": "/real/ft_sensor"}})
+def test_missing_joint_states_topic_names_bag_and_topic_and_proposes_the_pair(bags: dict[str, Path],
+                                                                              tmp_path: Path) -> None:
+    config = replay_config_from_dict({"real_topics": {"joint_states": "/real/arm_states"}})
     error = _error_of(bags["mcap"], tmp_path, config)
-    assert "/real/ft_sensor" in error and "mcap_bag" in error
+    assert error.startswith("topic /real/arm_states (real joint_states) not found in bag(s) ")
+    assert "mcap_bag" in error and "\n" not in error
+    assert "--sim /sim/joint_states --real /real/joint_states" in error
+    assert "sim_topics.joint_states: /sim/joint_states and real_topics.joint_states: /real/joint_states" in error
+
+
+def test_missing_optional_topic_named_in_the_config_is_a_warning_and_a_skipped_analysis(
+        bags: dict[str, Path], tmp_path: Path) -> None:
+    config = replay_config_from_dict({"real_topics": {"wrench": "/real/ft_sensor"}})
+    result = replay_run(RunSpec("mcap_bag", (str(bags["mcap"]),)), config, tmp_path / "out")
+    assert result.ok, result.error
+    summary = _summary(tmp_path / "out")
+    assert any("/real/ft_sensor" in w and "mcap_bag" in w for w in summary["warnings"])
+    contact = next(a for a in summary["analyses"] if a["analysis"] == "contact residuals")
+    assert not contact["ran"]
+    assert contact["detail"].startswith("no wrench topic on the real side (/real/ft_sensor not in the recording)")
 
 
 def test_unknown_message_type_names_bag_and_topic(bags: dict[str, Path], tmp_path: Path) -> None:
@@ -242,7 +258,10 @@ def test_sides_that_never_overlap_are_an_empty_window(tmp_path: Path) -> None:
     runs, _ = discover_runs([tmp_path / "late"], ReplayConfig())
     assert len(runs) == 2, "bags that do not overlap in time are not paired"
     result = replay_run(RunSpec("late", (str(sim), str(real))), ReplayConfig(), tmp_path / "out")
-    assert not result.ok and "empty analysis window" in result.error and "/sim/joint_states" in result.error
+    assert not result.ok
+    assert re.search(r"nothing to analyse: the sides' accepted messages never overlap in time: "
+                     r"/sim/joint_states: \d+ message\(s\), accepted from 0\.\d+ to 1\.\d+ s; "
+                     r"/real/joint_states: \d+ message\(s\), accepted from 10\.\d+ to 11\.\d+ s$", result.error)
 
 
 def test_one_sided_bag_without_partner_fails_naming_the_topic(bags: dict[str, Path], tmp_path: Path) -> None:
@@ -272,7 +291,8 @@ def test_other_bags_complete_when_one_fails(bags: dict[str, Path], tmp_path: Pat
 
 def test_cli_replay_exit_codes(bags: dict[str, Path], tmp_path: Path) -> None:
     assert cli_main(["replay", str(bags["mcap"]), "--out", str(tmp_path / "ok")]) == 0
-    assert cli_main(["replay", str(tmp_path / "nope"), "--out", str(tmp_path / "bad")]) == 1
+    assert cli_main(["replay", str(tmp_path / "nope"), "--out", str(tmp_path / "bad")]) == 2
+    assert not (tmp_path / "bad").exists()
     bad_config = tmp_path / "bad.yaml"
     bad_config.write_text("sim_topics: {joint_states: ''}\n")
     assert cli_main(["replay", str(bags["mcap"]), "--out", str(tmp_path / "c"), "--config", str(bad_config)]) == 2
@@ -336,47 +356,6 @@ def test_synthetic_messages_are_in_log_time_order() -> None:
     assert times == sorted(times) and {"/sim/joint_states", "/real/wrench"} <= {t for t, _, _, _ in items}
 
 
-# ------------------------------------------------------------------ vectorized intake
-def _bad_streams() -> list:
-    from sim_real_bridge.offline.replay_engine import CommandStream, JointStream, PoseStream, WrenchStream
-
-    rng = np.random.default_rng(3)
-    n = 600
-    t0 = 1_700_000_000 * 10**9
-    stamps = t0 + np.arange(n, dtype=np.int64) * 5_000_000
-    names = tuple(f"joint{i}" for i in range(1, 8))
-    streams = [CommandStream("sim", np.array([t0 - 1000]), [0], [names], [[]])]
-    for side, lag in (("sim", 100_000), ("real", 400_000)):
-        q = np.sin(np.arange(n)[:, None] * 0.01 + np.arange(7)) + (0.01 if side == "real" else 0.0)
-        vel = np.cos(q)
-        eff = np.full((n, 7), np.nan) if side == "real" else 0.1 * q
-        js_stamps = stamps.copy()
-        if side == "real":
-            q[100:110, 2] = np.nan
-            js_stamps[200:203] = 0
-            js_stamps[300] += 9 * 10**9
-        streams.append(JointStream(side, stamps + lag, js_stamps, names, q, vel, eff))
-        force = rng.normal(size=(n, 3))
-        if side == "real":
-            force[50:55, 0] = np.inf
-        frames = ["tool0"] * n
-        if side == "real":
-            frames[400:410] = ["base"] * 10
-        w_stamps = stamps.copy()
-        if side == "real":
-            w_stamps[[450, 451]] = w_stamps[[451, 450]]
-        streams.append(WrenchStream(side, stamps + lag + 10, w_stamps, frames, force, rng.normal(size=(n, 3))))
-        pos = np.tile([0.4, 0.0, 0.3], (n // 5, 1))
-        if side == "real":
-            pos[20:22] = np.nan
-        streams.append(PoseStream(side, "ee_pose", stamps[::5] + lag, stamps[::5], "world", pos,
-                                  np.tile([1.0, 0, 0, 0], (n // 5, 1))))
-    other = tuple(f"arm_{i}" for i in range(7))
-    streams.append(JointStream("real", stamps[300:305] + 123, stamps[300:305], other, np.zeros((5, 7)), np.zeros((5, 7)),
-                               np.zeros((5, 7))))
-    return streams
-
-
 def test_config_dict_valued_engine_settings_keep_the_other_defaults() -> None:
     from sim_real_bridge.core.engine import EngineConfig
 
@@ -397,8 +376,17 @@ def test_optional_topics_missing_give_warnings_and_strict_json(tmp_path: Path) -
     summary = json.loads(text, parse_constant=no_constants)
     assert "truth" not in summary and "scores" not in summary
     assert summary["residuals"]["ee_position_rms_m"] is None
-    warned = " ".join(summary["warnings"])
-    assert "/sim/ee_pose" in warned and "/real/object_pose" in warned and "/sim/joint_trajectory" in warned
+    ran = {a["analysis"]: a for a in summary["analyses"]}
+    assert ran["joint residuals"]["ran"] and ran["contact residuals"]["ran"]
+    assert not ran["end-effector pose"]["ran"] and not ran["object pose"]["ran"]
+    assert ran["end-effector pose"]["detail"].startswith(
+        "no ee_pose topic on either side (/sim/ee_pose not in the recording; /real/ee_pose not in the recording)")
+    assert "/real/object_pose not in the recording" in ran["object pose"]["detail"]
+    assert not ran["run start at the first command"]["ran"]
+    assert "/sim/joint_trajectory not in the recording" in ran["run start at the first command"]["detail"]
+    assert not ran["scores against truth"]["ran"]
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "end-effector pose</b>: skipped: no ee_pose topic on either side" in html
 
 
 def test_recording_warnings_name_lag_and_missing_samples(reference: tuple[Path, dict]) -> None:

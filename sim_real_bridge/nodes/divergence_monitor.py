@@ -80,7 +80,7 @@ COMMAND_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=50, reliability=
 #: Streams of each side: parameter key -> (message type, ROS type name, required).
 STREAMS: dict[str, tuple[type, str, bool]] = {
     "joint_states": (JointState, "sensor_msgs/msg/JointState", True),
-    "wrench": (WrenchStamped, "geometry_msgs/msg/WrenchStamped", True),
+    "wrench": (WrenchStamped, "geometry_msgs/msg/WrenchStamped", False),
     "ee_pose": (PoseStamped, "geometry_msgs/msg/PoseStamped", False),
     "object_pose": (PoseStamped, "geometry_msgs/msg/PoseStamped", False),
     "joint_trajectory": (JointTrajectory, "trajectory_msgs/msg/JointTrajectory", False),

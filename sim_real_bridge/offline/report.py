@@ -83,7 +83,8 @@ section h2{font-size:18px;margin:4px 0 10px}
 .note{color:#666;font-style:italic}
 .badge{display:inline-block;color:#fff;border-radius:3px;padding:0 6px;font-size:12px;margin-right:6px}
 .legend span{margin-right:12px;font-size:13px}
-ul.snaps li,ul.runs li{margin:3px 0;font-size:14px}
+ul.snaps li,ul.runs li,ul.analyses li{margin:3px 0;font-size:14px}
+ul.analyses li.skipped{color:#8d6e63}
 .plot{width:100%}
 """
 _BOOT_JS = """
@@ -267,6 +268,7 @@ def _overview(page: _Page, data: RunReportData) -> None:
     page.add("overview", _cards(items))
     for warning in data.warnings:
         page.add("overview", f'<div class="warn">{_esc(warning)}</div>')
+    _analyses(page, data)
     cats = list(counts)
     fig = ps.Figure(ps.bar(
         x=[_esc(c) for c in cats], y=[counts[c] for c in cats],
@@ -276,6 +278,20 @@ def _overview(page: _Page, data: RunReportData) -> None:
     fig.update_layout(title="Events by category", yaxis_title="events", showlegend=False)
     fig.update_yaxes(rangemode="tozero", dtick=max(1, math.ceil(max(counts.values(), default=0) / 5)))
     page.figure("overview", fig, 280)
+
+
+def _analyses(page: _Page, data: RunReportData) -> None:
+    """What ran and what was skipped (and why); the segments when the recording has gaps."""
+    if data.analyses:
+        items = "".join(
+            f'<li class="{"ran" if a.get("ran") else "skipped"}"><b>{_esc(a.get("analysis", ""))}</b>: '
+            f'{"ran" if a.get("ran") else "skipped"}{": " + _esc(a["detail"]) if a.get("detail") else ""}</li>'
+            for a in data.analyses)
+        page.add("overview", f'<ul class="analyses">{items}</ul>')
+    if len(data.segments) > 1:
+        spans = ", ".join(f"{float(s['start_s']):.1f} s to {float(s['end_s']):.1f} s" for s in data.segments)
+        page.add("overview", f'<div class="warn">The recording has gaps: analysed in {len(data.segments)} '
+                             f'segments ({_esc(spans)}); nothing between them.</div>')
 
 
 def _joints(page: _Page, data: RunReportData, max_points: int) -> None:

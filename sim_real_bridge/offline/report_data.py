@@ -271,6 +271,10 @@ class RunReportData:
         realtime_factor: analysis speed over real time, when measured.
         sim_success, real_success, policy: episode labels for the roll-up, when known.
         report_href: relative link to this run's report, used by the roll-up.
+        analyses: each analysis as ``{"analysis", "ran", "detail"}``: what ran, what was
+            skipped and why (replay).
+        segments: the stretches of the recording analysed (``{"start_s", "end_s"}``),
+            split where the recording has gaps.
     """
 
     name: str
@@ -293,6 +297,8 @@ class RunReportData:
     real_success: bool | float | None = None
     policy: str | None = None
     report_href: str | None = None
+    analyses: list[dict[str, Any]] = field(default_factory=list)
+    segments: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.name = str(self.name)
