@@ -268,9 +268,7 @@ def test_a_stray_message_two_hours_later_is_a_segment_not_two_hours_of_ticks(
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("field", [
-    pytest.param("log_ns", marks=pytest.mark.xfail(
-        strict=True, reason="the engine makes a summary record every summary period through a gap in log time "
-                            "(DivergenceEngine._events_and_ledger): a year is 31.5 million; core fix asked")),
+    "log_ns",
     "stamp_ns",
 ])
 def test_a_time_a_year_later_finishes(field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -578,8 +578,8 @@ class DivergenceEngine:
                 out.events.append((decision, record))
             self._ledger.add(t, verdict.top, energy[k])
             if self.summary_period_ns is not None:
-                if self._next_summary_ns is None:
-                    self._next_summary_ns = decision
+                if self._next_summary_ns is None or decision - self._next_summary_ns > self.summary_period_ns:
+                    self._next_summary_ns = decision  # (the first, or after a gap: not one per period through it)
                 while decision >= self._next_summary_ns:
                     out.summaries.append(self.summary(self._next_summary_ns))
                     self._next_summary_ns += self.summary_period_ns

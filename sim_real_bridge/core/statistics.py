@@ -46,15 +46,18 @@ class RunStatistics:
             free: (K,) free space on both sides (no recent sim contact, no real contact).
         """
         valid = grid.joints_valid
-        q_res = grid.q_res_rad[valid]
-        if q_res.size:
-            self._q_abs.append(np.abs(q_res))
-            self._q_rows += len(q_res)
-            self.sums["q_sq"] += float(np.sum(q_res * q_res))
-            self.sums["q_n"] += q_res.size
-            if self._calibration_rows < CALIBRATION_ROWS:
-                self._calibration.append((grid.t_ns[valid], grid.sim_q_rad[valid], grid.real_q_rad[valid], free[valid]))
-                self._calibration_rows += int(valid.sum())
+        q_res = grid.q_res_rad
+        known = np.isfinite(q_res).any(axis=1)  # a joint unknown at a row leaves the others' figures
+        if known.any():
+            rows = q_res[known]
+            self._q_abs.append(np.abs(rows))
+            self._q_rows += len(rows)
+            finite = np.isfinite(rows)
+            self.sums["q_sq"] += float(np.sum(np.where(finite, rows * rows, 0.0)))
+            self.sums["q_n"] += int(finite.sum())
+        if valid.any() and self._calibration_rows < CALIBRATION_ROWS:
+            self._calibration.append((grid.t_ns[valid], grid.sim_q_rad[valid], grid.real_q_rad[valid], free[valid]))
+            self._calibration_rows += int(valid.sum())
         ee = np.linalg.norm(grid.ee_error_m, axis=1)
         ee = ee[np.isfinite(ee)]
         if ee.size:
@@ -84,11 +87,11 @@ class RunStatistics:
         out: dict[str, Any] = {"joints": {}}
         if self._q_abs:
             q_abs = np.concatenate(list(self._q_abs))
-            p95 = np.percentile(q_abs, 95, axis=0)
             for i, name in enumerate(names):
-                col = q_abs[:, i]
-                out["joints"][name] = {"rms_rad": float(np.sqrt(np.mean(col ** 2))), "max_rad": float(np.max(col)),
-                                       "p95_rad": float(p95[i])}
+                col = q_abs[:, i][np.isfinite(q_abs[:, i])]
+                if col.size:
+                    out["joints"][name] = {"rms_rad": float(np.sqrt(np.mean(col ** 2))), "max_rad": float(np.max(col)),
+                                           "p95_rad": float(np.percentile(col, 95))}
         force = np.concatenate([f for f, _ in self._force]) if self._force else np.zeros(0)
         contact = np.concatenate([c for _, c in self._force]) if self._force else np.zeros(0, dtype=bool)
         out["wrench"] = {"free": _stats(force[~contact]), "contact": _stats(force[contact])}
