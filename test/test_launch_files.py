@@ -28,7 +28,7 @@ from helpers.ament_env import ensure_package_in_ament_path  # noqa: E402
 
 LAUNCH_DIR = Path(__file__).resolve().parents[1] / "launch"
 # A launch that fails before ReadyToTest leaves launch_pytest waiting: fail instead.
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.ros, pytest.mark.timeout(180)]
 
 
 @pytest.fixture(autouse=True)
