@@ -3,7 +3,8 @@
 Each case runs a node in its own process (as an executable does) and signals it from
 here: the first SIGINT while it spins, then a burst of SIGINT and SIGTERM while it
 writes its summary (a slow one, so the burst surely lands there) or while the
-interpreter exits (an atexit hook that waits).
+interpreter exits (an atexit hook that waits). And a stop signal whose
+KeyboardInterrupt is swallowed where it lands still ends the node.
 """
 
 from __future__ import annotations
@@ -153,8 +154,13 @@ def test_a_stop_signal_whose_interrupt_is_swallowed_still_ends_the_node() -> Non
     spinning._interrupted.clear()
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     nodes: list[Swallowing] = []
+
+    def factory() -> Swallowing:
+        nodes.append(Swallowing())
+        return nodes[0]
+
     try:
-        status = spinning.run_node(lambda: nodes.append(Swallowing()) or nodes[0], "swallowing_probe")
+        status = spinning.run_node(factory, "swallowing_probe")
     finally:
         rclpy.try_shutdown()
         spinning._interrupted.clear()
