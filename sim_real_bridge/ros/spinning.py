@@ -31,8 +31,6 @@ from sim_real_bridge.errors import SimRealBridgeError
 EXIT_BAD_PARAMETERS = 2
 #: The signals that stop a node.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-# Longest wait for work between checks of the stop flag, s.
-_POLL_S = 0.2
 
 _interrupted = threading.Event()
 _stop_signal: list[str] = []
@@ -100,16 +98,18 @@ def run_node(node_factory: Callable[[], Node], name: str, before_spin: Callable[
 
 
 def _spin(node: Node) -> None:
-    """rclpy.spin, that also ends within _POLL_S of a stop signal whose KeyboardInterrupt got lost.
+    """rclpy.spin, that also ends on a stop signal whose KeyboardInterrupt got lost.
 
     Python drops an exception raised in a finalizer (``__del__``, which rclpy's tasks
-    have) with a message, so the interrupt can land where nothing sees it.
+    have) with a message, so the interrupt can land where nothing sees it; the flag the
+    handler set is checked after every callback. (No timeout for spin_once: with one,
+    rclpy creates a timer for every wait.)
     """
     executor = rclpy.get_global_executor()
     executor.add_node(node)
     try:
         while executor.context.ok() and not _interrupted.is_set():
-            executor.spin_once(timeout_sec=_POLL_S)
+            executor.spin_once()
     finally:
         executor.remove_node(node)
 
