@@ -109,7 +109,9 @@ def test_colcon_test_runs_the_unit_tests_and_they_pass(colcon_install: Path) -> 
     # pytest ran exactly the tests CMakeLists.txt selects for colcon test, and those are not a handful.
     xunit = workspace / "build" / "sim_real_bridge" / "test_results" / "sim_real_bridge" / "pytest.xunit.xml"
     assert xunit.is_file(), summary.stdout
-    # A module skipped as a whole is one entry without a class name; --collect-only counts none.
-    ran = sum(1 for case in ET.parse(xunit).getroot().iter("testcase") if case.get("classname"))
+    # A module skipped as a whole is one entry whose class name is the junit prefix alone
+    # ("sim_real_bridge", not "sim_real_bridge.test.test_x"); --collect-only counts none.
+    cases = ET.parse(xunit).getroot().iter("testcase")
+    ran = sum(1 for case in cases if case.get("classname", "").partition(".")[2])
     expression = re.search(r"PYTEST_ADDOPTS=-m '([^']+)'", (source / "CMakeLists.txt").read_text()).group(1)
     assert ran == _collected(source, expression) > 100
