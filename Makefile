@@ -5,9 +5,17 @@ SHELL := /bin/bash
 VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
-BUILD_DIR := build/cmake
+VENV_PREFIX = $(abspath $(VENV))
+# One CMake build directory per venv: its cache names that venv's Python and prefix.
+BUILD_DIR := build/cmake-$(subst .,,$(notdir $(VENV_PREFIX)))
 DEPS_STAMP := $(VENV)/.sim_real_bridge-deps
 MSGS_STAMP := $(VENV)/.sim_real_bridge-msgs
+# The ROS 2 Jazzy Python tooling kit (launch, launch_pytest, ros2cli, message_filters;
+# its README says what it holds), for machines without a ROS 2 distribution. When this
+# names it, `make test` installs it into the venv (once: its install.sh keeps a stamp
+# in the venv and checks it) and the suite runs the launch and `ros2` tests with it;
+# unset, nothing changes.
+ROS_UPSTREAM_KIT ?=
 SCENARIO ?= tour
 DURATION ?=
 PYTEST_ARGS ?=
@@ -15,7 +23,7 @@ PYTEST_ARGS ?=
 export ROS_AUTOMATIC_DISCOVERY_RANGE := LOCALHOST
 export MUJOCO_GL ?= osmesa
 
-.PHONY: all venv build demo test bench clean
+.PHONY: all venv build kit demo test bench clean
 
 all: build
 
@@ -41,12 +49,19 @@ $(MSGS_STAMP): $(DEPS_STAMP) CMakeLists.txt package.xml $(wildcard msg/*.msg) $(
 	cmake --install $(BUILD_DIR) > $(BUILD_DIR).install.log 2>&1 || { tail -50 $(BUILD_DIR).install.log; exit 1; }
 	touch $@
 
+kit: $(MSGS_STAMP)
+ifneq ($(ROS_UPSTREAM_KIT),)
+	@test -f "$(ROS_UPSTREAM_KIT)/install.sh" || { echo "make: ROS_UPSTREAM_KIT=$(ROS_UPSTREAM_KIT) has no install.sh" >&2; exit 2; }
+	bash "$(ROS_UPSTREAM_KIT)/install.sh" $(VENV)
+endif
+
 demo: build
 	ROS_DOMAIN_ID=$${ROS_DOMAIN_ID:-$$(( (RANDOM % 80) + 11 ))} \
 	$(PY) -m sim_real_bridge.cli demo --scenario $(SCENARIO) $(if $(DURATION),--duration $(DURATION),) --summary out/demo/summary.json
 
-test: build
-	$(PY) -m pytest $(PYTEST_ARGS)
+# AMENT_PREFIX_PATH: `ros2` and launch find the package (installed into the venv) there.
+test: build kit
+	AMENT_PREFIX_PATH="$(VENV_PREFIX)$${AMENT_PREFIX_PATH:+:$$AMENT_PREFIX_PATH}" $(PY) -m pytest $(PYTEST_ARGS)
 
 bench: build
 	$(PY) bench/align_bench.py --json

@@ -90,11 +90,35 @@ def test_build_typestore_has_every_custom_type_and_standard_types(store):
     assert new_typestore() is not store
 
 
+def _installed_msg_dir() -> Path | None:
+    """share/sim_real_bridge/msg of the install the generated messages come from, if built.
+
+    That is the prefix of the imported ``sim_real_bridge.msg`` (make build installs into
+    the venv, colcon into install/sim_real_bridge), else the ament index's or sys.prefix's.
+    """
+    candidates = []
+    try:
+        import sim_real_bridge.msg as msg_module
+    except ImportError:
+        pass
+    else:
+        # PREFIX/lib/pythonX.Y/site-packages/sim_real_bridge/msg/__init__.py
+        candidates.append(Path(msg_module.__file__).resolve().parents[5] / "share")
+    try:
+        from ament_index_python.packages import get_package_prefix
+        candidates.append(Path(get_package_prefix("sim_real_bridge")) / "share")
+    except (ImportError, LookupError, ValueError, OSError):  # OSError: AMENT_PREFIX_PATH unset
+        pass
+    candidates.append(Path(sys.prefix) / "share")
+    dirs = [share / "sim_real_bridge" / "msg" for share in candidates]
+    return next((path for path in dirs if (path / "GapEvent.json").is_file()), None)
+
+
 def test_custom_type_hashes_match_rosidl_when_built():
     store = build_typestore()
-    prefix = Path(sys.prefix) / "share" / "sim_real_bridge" / "msg"
-    if not (prefix / "GapEvent.json").is_file():
-        pytest.skip("the CMake-built type descriptions are not installed in this prefix")
+    prefix = _installed_msg_dir()
+    if prefix is None:
+        pytest.skip("sim_real_bridge's messages are not built: `make build` (or colcon build) installs them")
     for name in CUSTOM:
         hashes = json.loads((prefix / f"{name}.json").read_text())["type_hashes"]
         expected = next(h["hash_string"] for h in hashes if h["type_name"] == f"sim_real_bridge/msg/{name}")

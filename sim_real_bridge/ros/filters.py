@@ -1,8 +1,9 @@
 """The one place ``message_filters`` is imported: the real package if installed, else ours.
 
 Nodes write ``from sim_real_bridge.ros.filters import message_filters`` and use the
-upstream API (Kilted). Where ROS 2's message_filters is importable it is used as is;
-elsewhere ``sim_real_bridge.compat.message_filters`` stands in with the same names,
+API that ROS 2 Jazzy's and Kilted's message_filters share. Where ROS 2's
+message_filters is importable it is used as is; elsewhere
+``sim_real_bridge.compat.message_filters`` stands in with that API's names,
 signatures and matching rules.
 """
 

@@ -1,9 +1,17 @@
 """Running one node until Ctrl-C, SIGTERM or external shutdown: the same for every node.
 
 Each executable calls ``rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)``
-and then :func:`run_node`: our own handlers turn SIGINT and SIGTERM into
+and then :func:`run_node`: our own handlers turn the first SIGINT or SIGTERM into
 KeyboardInterrupt, so the context stays valid until the node has written what it
 writes on the way out (summaries, the last events) and been destroyed.
+
+Ctrl-C in a terminal running ``ros2 launch`` delivers SIGINT twice to every node (once
+to the process group from the terminal, once forwarded by launch), 20 to 50 ms apart,
+and launch follows up with SIGTERM if a node is still running after a few seconds.
+So the first signal starts the shutdown and ignores every later SIGINT and SIGTERM:
+an ignored signal stays ignored through interpreter exit, where Python resets its own
+handlers to the default action (which would end the process with status -2). A node
+whose shutdown hangs is still ended by SIGKILL, which launch sends last.
 """
 
 from __future__ import annotations
@@ -21,13 +29,25 @@ from sim_real_bridge.errors import SimRealBridgeError
 
 #: Exit status of a node whose parameters were refused at start-up.
 EXIT_BAD_PARAMETERS = 2
+#: The signals that stop a node.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _interrupted = threading.Event()
+_stop_signal: list[str] = []
 
 
 def _interrupt(signum: int, frame: Any) -> None:
+    # Ignore first: a second signal arriving while this handler runs is then ignored too.
+    ignore_stop_signals()
     _interrupted.set()
+    _stop_signal.append(signal.Signals(signum).name)
     raise KeyboardInterrupt
+
+
+def ignore_stop_signals() -> None:
+    """Ignore SIGINT and SIGTERM from now on, through interpreter exit."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def interrupted() -> bool:
@@ -41,25 +61,29 @@ def run_node(node_factory: Callable[[], Node], name: str, before_spin: Callable[
     Args:
         node_factory: builds the node; a :class:`SimRealBridgeError` raised there (bad
             parameters) is logged as fatal and gives status 2.
-        name: the node's name, for that log line.
+        name: the node's name, for the log lines.
         before_spin: called once the node is built, right before spinning.
 
     On the way out the node's ``log_summary()`` (if it has one) runs with the context
-    still valid, then the node is destroyed.
+    still valid, then the node is destroyed and the exit is logged. From the first
+    SIGINT or SIGTERM on, further ones are ignored (see the module docstring).
     """
+    _stop_signal.clear()
     # Explicit, because a shell starting us in the background leaves SIGINT ignored.
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _interrupt)
     node = None
+    status = 0
     try:
         try:
             node = node_factory()
         except SimRealBridgeError as error:
             rclpy.logging.get_logger(name).fatal(f"cannot start: {error}")
-            return EXIT_BAD_PARAMETERS
-        if before_spin is not None:
-            before_spin()
-        rclpy.spin(node)
+            status = EXIT_BAD_PARAMETERS
+        else:
+            if before_spin is not None:
+                before_spin()
+            _spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except Exception:
@@ -69,12 +93,38 @@ def run_node(node_factory: Callable[[], Node], name: str, before_spin: Callable[
         if rclpy.ok() and not _interrupted.is_set():
             raise
     finally:
-        try:
-            if node is not None:
-                if hasattr(node, "log_summary"):
-                    node.log_summary()
-                node.destroy_node()
-        except KeyboardInterrupt:
-            pass  # a second Ctrl-C: stop here, as asked
+        _shut_down(node, name)
+    return status
+
+
+def _spin(node: Node) -> None:
+    """rclpy.spin, that also ends on a stop signal whose KeyboardInterrupt got lost.
+
+    Python drops an exception raised in a finalizer (``__del__``, which rclpy's tasks
+    have) with a message, so the interrupt can land where nothing sees it; the flag the
+    handler set is checked after every callback. (No timeout for spin_once: with one,
+    rclpy creates a timer for every wait.)
+    """
+    executor = rclpy.get_global_executor()
+    executor.add_node(node)
+    try:
+        while executor.context.ok() and not _interrupted.is_set():
+            executor.spin_once()
+    finally:
+        executor.remove_node(node)
+
+
+def _shut_down(node: Node | None, name: str) -> None:
+    """Runs the node's summary, destroys it, shuts the context down; logs the exit."""
+    logger = node.get_logger() if node is not None else rclpy.logging.get_logger(name)
+    try:
+        if node is not None:
+            if hasattr(node, "log_summary"):
+                node.log_summary()
+            node.destroy_node()
+    except KeyboardInterrupt:
+        pass  # the first signal, arriving during the clean-up after an external shutdown
+    finally:
         rclpy.try_shutdown()
-    return 0
+    if _stop_signal:
+        logger.info(f"stopped by {_stop_signal[0]}: shut down cleanly")
