@@ -49,7 +49,7 @@ setup(
     package_data={"sim_real_bridge": ["sim/assets/*"]},
     install_requires=_requirements(),
     extras_require={
-        "test": ["pytest>=7.4", "pytest-timeout>=2.2", "hypothesis>=6.90", "dask[distributed]>=2024.1"],
+        "test": ["pytest>=7.4,<8", "pytest-timeout>=2.2", "hypothesis>=6.90", "dask[distributed]>=2024.1"],
         # `sim-real-bridge replay --dask ADDRESS`: the per-bag jobs on a dask.distributed cluster.
         "dask": ["dask[distributed]>=2024.1"],
     },
