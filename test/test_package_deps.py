@@ -23,13 +23,17 @@ ROOT = Path(__file__).resolve().parents[1]
 # as rosdep/sim_real_bridge.yaml of this repository defines them where rosdistro has none.
 PYTHON_KEYS = {
     "numpy": "python3-numpy",
+    "scipy": "python3-scipy",
+    "dask": "python3-dask-distributed",
+    "distributed": "python3-dask-distributed",
     "yaml": "python3-yaml",
     "ruamel": "python3-ruamel.yaml",
     "transforms3d": "python3-transforms3d",
     "rich": "python3-rich",
     "matplotlib": "python3-matplotlib",
     "plotly": "python3-plotly",
-    "mujoco": "python3-mujoco-pip",
+    "mujoco": "python3-mujoco-sysid-pip",
+    "absl": "python3-mujoco-sysid-pip",  # absl-py comes with mujoco[sysid] (fit quiets its logging)
     "rosbags": "python3-rosbags-pip",
     "pytest": "python3-pytest",
     "hypothesis": "python3-hypothesis",
@@ -37,7 +41,7 @@ PYTHON_KEYS = {
     "mcap": "mcap-ros2-support",  # rosdistro has no key for mcap alone; this pip package requires it
     "mcap_ros2": "mcap-ros2-support",
 }
-OWN_KEYS = {"python3-plotly"}
+OWN_KEYS = {"python3-plotly", "python3-mujoco-sysid-pip", "python3-dask-distributed"}
 # Declared, though nothing imports a module of that name.
 RUNTIME_NOT_IMPORTED = {"rosidl_default_runtime"}  # what the generated messages need
 TEST_NOT_IMPORTED = {
