@@ -38,10 +38,12 @@ PYTHON_KEYS = {
     "pytest": "python3-pytest",
     "hypothesis": "python3-hypothesis",
     "websockets": "python3-websockets",
-    "mcap": "mcap-ros2-support",  # rosdistro has no key for mcap alone; this pip package requires it
+    "mcap": "python3-mcap-pip",
+    "zstandard": "python3-zstandard",
+    "lz4": "python3-lz4",
     "mcap_ros2": "mcap-ros2-support",
 }
-OWN_KEYS = {"python3-plotly", "python3-mujoco-sysid-pip", "python3-dask-distributed"}
+OWN_KEYS = {"python3-plotly", "python3-mujoco-sysid-pip", "python3-dask-distributed", "python3-mcap-pip"}
 # Declared, though nothing imports a module of that name.
 RUNTIME_NOT_IMPORTED = {"rosidl_default_runtime"}  # what the generated messages need
 TEST_NOT_IMPORTED = {
