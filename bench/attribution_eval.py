@@ -48,8 +48,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from sim_real_bridge.core.engine import DivergenceEngine, EngineConfig  # noqa: E402
-from sim_real_bridge.core.scoring import CATEGORIES, match_matrix, score_events  # noqa: E402
-from sim_real_bridge.core.summary import TruthCollector  # noqa: E402
+from sim_real_bridge.evaluation.scoring import CATEGORIES, match_matrix, score_events  # noqa: E402
+from sim_real_bridge.evaluation.summary import TruthCollector  # noqa: E402
 from sim_real_bridge.sim.lockstep import LockstepRun, Transport, run_lockstep  # noqa: E402
 
 _POSE_WHICH = {"ee_pose": "ee", "object_pose": "object"}

@@ -39,7 +39,7 @@ def test_the_adapter_hands_every_stream_to_the_engine(bench):
 
 
 def _result(robot: str, events: list, truth: list, duration_s: float = 60.0) -> dict:
-    from sim_real_bridge.core.scoring import score_events
+    from sim_real_bridge.evaluation.scoring import score_events
 
     return {"robot": robot, "events": events, "truth": truth, "duration_s": duration_s, "nominal": not truth,
             "scores": score_events(events, truth, duration_s=duration_s), "task": "reach", "without_effect": []}

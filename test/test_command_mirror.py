@@ -19,7 +19,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Empty
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from sim_real_bridge.core import safety
+from sim_real_bridge.commands import safety
 from sim_real_bridge.errors import ConfigError
 from sim_real_bridge.msg import GapEvent
 from sim_real_bridge.nodes.command_mirror import CommandMirror

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from sim_real_bridge.core.summary import TruthCollector
+from sim_real_bridge.evaluation.summary import TruthCollector
 from sim_real_bridge.sim.physics import ArmPhysics
 from sim_real_bridge.sim.reality import RealityModel
 from sim_real_bridge.sim.robot import SimulatedRobot, run_headless

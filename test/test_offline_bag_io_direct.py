@@ -158,7 +158,7 @@ def test_replay_reads_truth_through_the_parser(tmp_path, storage):
 
 def test_truth_of_repeated_injections_equals_adding_each_message():
     """_read_truth skips re-adding the shared objects of a repeat: the collector ends the same."""
-    from sim_real_bridge.core.summary import TruthCollector
+    from sim_real_bridge.evaluation.summary import TruthCollector
     from sim_real_bridge.offline.replay import _read_truth
     from sim_real_bridge.offline.replay_config import ReplayConfig
 

@@ -406,7 +406,7 @@ def test_recording_warnings_name_lag_and_missing_samples(reference: tuple[Path, 
 
 # ------------------------------------------------------------------ shared summary (demo and replay)
 def test_truth_collector_deduplicates_and_clips_to_the_run() -> None:
-    from sim_real_bridge.core.summary import TruthCollector
+    from sim_real_bridge.evaluation.summary import TruthCollector
 
     labels = TruthCollector()
     push = {"category": "human", "kind": "push", "start_s": 5.0, "end_s": 12.0, "active": False}
@@ -418,7 +418,7 @@ def test_truth_collector_deduplicates_and_clips_to_the_run() -> None:
 
 
 def test_build_summary_scores_only_with_truth() -> None:
-    from sim_real_bridge.core.summary import build_summary
+    from sim_real_bridge.evaluation.summary import build_summary
 
     monitor = {"events": [{"category": "human", "start_s": 5.2, "end_s": 9.0}], "timing": {"latency_s": 0.01},
                "residuals": {"joints": {}}, "calibration": [], "counts": {"rejected": {"real/wrench: zero_stamp": 2}}}

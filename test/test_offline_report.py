@@ -13,7 +13,7 @@ import pytest
 from helpers.report_synth import synthetic_run
 from plotly.offline import get_plotlyjs
 
-from sim_real_bridge.core.scoring import CATEGORIES
+from sim_real_bridge.evaluation.scoring import CATEGORIES
 from sim_real_bridge.errors import ConfigError
 from sim_real_bridge.offline.report import (
     ROLLUP_SECTIONS,

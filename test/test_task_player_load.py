@@ -24,7 +24,7 @@ from rosgraph_msgs.msg import Clock
 from trajectory_msgs.msg import JointTrajectory
 
 from sim_real_bridge.conversions import robot_msgs
-from sim_real_bridge.core.safety import GateConfig, JointLimits, SafetyGate
+from sim_real_bridge.commands.safety import GateConfig, JointLimits, SafetyGate
 from sim_real_bridge.nodes.command_mirror import trajectory_points
 from sim_real_bridge.nodes.task_player import TaskPlayerNode
 from sim_real_bridge.ros.qos import COMMAND_QOS

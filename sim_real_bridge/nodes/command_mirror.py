@@ -15,7 +15,7 @@ applies to whatever name the parameter gives):
 - publishes ``topics.sim_output`` and ``topics.real_output`` (defaults
   ``sim/joint_trajectory`` and ``real/joint_trajectory``; reliable): the input message
   itself, unchanged (content and ``header.stamp``). The real side only gets commands
-  the safety gate (``sim_real_bridge.core.safety``) accepts, plus the hold described
+  the safety gate (``sim_real_bridge.commands.safety``) accepts, plus the hold described
   below. The three trajectory topics must resolve to three different names (else the
   mirror would feed itself, or refused commands meant for the simulator would reach
   the robot), checked at startup;
@@ -62,8 +62,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Empty
 from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
-from sim_real_bridge.core import safety
-from sim_real_bridge.core.safety import GateConfig, JointLimits, SafetyGate, TrajectoryPoints
+from sim_real_bridge.commands import safety
+from sim_real_bridge.commands.safety import GateConfig, JointLimits, SafetyGate, TrajectoryPoints
 from sim_real_bridge.errors import ConfigError
 from sim_real_bridge.msg import GapEvent
 from sim_real_bridge.ros import diagnostics

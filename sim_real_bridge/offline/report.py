@@ -27,8 +27,8 @@ from urllib.parse import quote
 import numpy as np
 from plotly.offline import get_plotlyjs
 
-from sim_real_bridge.core.predictivity import episode_predictivity
-from sim_real_bridge.core.scoring import CATEGORIES
+from sim_real_bridge.evaluation.predictivity import episode_predictivity
+from sim_real_bridge.evaluation.scoring import CATEGORIES
 from sim_real_bridge.errors import ConfigError
 from sim_real_bridge.offline import plot_spec as ps
 from sim_real_bridge.offline.report_data import (

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from sim_real_bridge.core.scoring import CATEGORIES
+from sim_real_bridge.evaluation.scoring import CATEGORIES
 from sim_real_bridge.errors import ConfigError
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.

@@ -4,7 +4,7 @@ The graph (robots, task, mirror, monitor) runs as separate processes started by
 :class:`~sim_real_bridge.ros.runner.GraphRunner`; this process only observes:
 it records the stand-in's labels from ``/reality/injections`` as ``truth``, shows
 progress, the residual ledger and the latest events, then merges the monitor's run
-summary with the truth and scores it (``sim_real_bridge.core.scoring``).
+summary with the truth and scores it (``sim_real_bridge.evaluation.scoring``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim_real_bridge.core.summary import TruthCollector, build_summary
+from sim_real_bridge.evaluation.summary import TruthCollector, build_summary
 from sim_real_bridge.errors import SimRealBridgeError
 
 #: The monitor writes its run summary here (relative to its output_dir) on shutdown.

@@ -201,7 +201,7 @@ def run_jobs(runs: Sequence[RunSpec], config: ReplayConfig, out_dirs: Sequence[P
 
 def _rollup(out_dir: Path, results: Sequence[RunResult], discovery_failures: Sequence[RunResult]) -> None:
     """The roll-up summary.json and report.html of several runs."""
-    from sim_real_bridge.core.predictivity import episode_predictivity
+    from sim_real_bridge.evaluation.predictivity import episode_predictivity
     from sim_real_bridge.offline.report import write_rollup_report
 
     rows: dict[str, dict[str, Any]] = {}

@@ -95,7 +95,7 @@ def _replay_run(run: RunSpec, config: ReplayConfig, out: Path,
 def _analyse(run: RunSpec, config: ReplayConfig, started: float, on_progress: Callable[[float], None] | None
              ) -> tuple[dict[str, Any], float, dict[str, Any], Callable[[Path], None]]:
     """(summary, seconds of data, roll-up row, a writer of the three outputs into a directory)."""
-    from sim_real_bridge.core.summary import build_summary
+    from sim_real_bridge.evaluation.summary import build_summary
     from sim_real_bridge.offline.bag_io import open_bags
     from sim_real_bridge.offline.replay_engine import replay_columns
     from sim_real_bridge.offline.report import write_report

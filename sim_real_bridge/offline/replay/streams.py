@@ -294,7 +294,7 @@ def recording_warnings(topic: str, stamp_ns: np.ndarray, recv_ns: np.ndarray) ->
 
 def _read_truth(config: ReplayConfig, extra: Mapping[str, list[tuple[int, Any]]]) -> Any:
     """(TruthCollector, scenario name) from the injections topic read with the streams."""
-    from sim_real_bridge.core.summary import TruthCollector
+    from sim_real_bridge.evaluation.summary import TruthCollector
 
     topic = config.injections_topic
     if not topic or topic not in extra:

@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sim_real_bridge.core.scoring import score_events
+from sim_real_bridge.evaluation.scoring import score_events
 
 #: Keys of the monitor/engine run summary copied into the summary JSON as they are.
 COPIED_KEYS: tuple[tuple[str, Any], ...] = (

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim_real_bridge.core.predictivity import (
+from sim_real_bridge.evaluation.predictivity import (
     average_ranks,
     episode_predictivity,
     mmrv,

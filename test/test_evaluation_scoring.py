@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim_real_bridge.core.scoring import (
+from sim_real_bridge.evaluation.scoring import (
     CATEGORIES,
     MATCH_AFTER_S,
     MATCH_BEFORE_S,

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from sim_real_bridge.core import safety
-from sim_real_bridge.core.safety import (
+from sim_real_bridge.commands import safety
+from sim_real_bridge.commands.safety import (
     GateConfig,
     JointLimits,
     SafetyGate,
