@@ -63,6 +63,7 @@ class MessageRefused(AlignmentError):
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
+        self.detail = detail
 
 
 def stamp_ns(msg: Any) -> int:
@@ -291,7 +292,7 @@ class TimeAligner(message_filters.SimpleFilter):
                 if stamp <= 0:
                     raise MessageRefused(validation.ZERO_STAMP, str(stamp))
             except MessageRefused as refused:
-                self._refuse(inp, refused.reason, str(refused))
+                self._refuse(inp, refused.reason, refused.detail)
                 return
             except (AttributeError, TypeError, ValueError, IndexError, KeyError) as error:
                 self._refuse(inp, UNREADABLE, repr(error))
@@ -325,7 +326,7 @@ class TimeAligner(message_filters.SimpleFilter):
             import rclpy.logging  # only on the first refusal: the hot path stays import-free
 
             rclpy.logging.get_logger("time_aligner").warning(
-                f"refusing messages on {inp.name}: {detail} (counted in TimeAligner.problems; logged once)")
+                f"refusing messages on {inp.name} ({reason}): {detail} (counted in TimeAligner.problems; logged once)")
 
     # ------------------------------------------------------------------ per batch
     def _emit_due(self, now_ns: int) -> None:
@@ -338,12 +339,11 @@ class TimeAligner(message_filters.SimpleFilter):
                 return
             first = max(int(buffer.time_ns[0]) for buffer in buffers if buffer is not None)
             self._next_ns = -(-first // self.period_ns) * self.period_ns
-        t_ns, stalled = self._due_times(now_ns)
+        t_ns = self._due_times(now_ns)
         rows = []
         if len(t_ns):
-            # Read as things stand now only where an input stalled (reached: the same values).
-            decision = np.full(len(t_ns), now_ns, dtype=np.int64) if stalled else None
-            rows = [sample(buffer, t_ns, self._max_gap_ns, inp.width or 0, decision)
+            # Everything held was received by now: no decision time to read "as it stood".
+            rows = [sample(buffer, t_ns, self._max_gap_ns, inp.width or 0)
                     for inp, buffer in zip(self._inputs, buffers)]
             self._next_ns = int(t_ns[-1]) + self.period_ns
             for buffer in buffers:
@@ -394,9 +394,8 @@ class TimeAligner(message_filters.SimpleFilter):
                 self._refuse(inp, UNREADABLE, repr(error))
         return values[keep], keep
 
-    def _due_times(self, now_ns: int) -> tuple[np.ndarray, bool]:
-        """The grid times from the next one on that are due at now_ns (in order), and
-        whether any of them is due because an input stalled."""
+    def _due_times(self, now_ns: int) -> np.ndarray:
+        """The grid times from the next one on that are due at now_ns (in order)."""
         assert self._next_ns is not None
         if self._next_ns < now_ns - self._backlog_ns:
             # Too far behind: drop and count, never tick through the backlog.
@@ -410,12 +409,12 @@ class TimeAligner(message_filters.SimpleFilter):
         # Beyond them only a stall can make a grid time due, and none does before t + horizon.
         first_unreached = int(reached[-1]) + self.period_ns if len(reached) else self._next_ns
         if now_ns < first_unreached + self._horizon_ns:
-            return reached, False
+            return reached
         candidates = np.arange(first_unreached, now_ns + 1, self.period_ns, dtype=np.int64)
         streams = [(inp.buffer, inp.health) for inp in self._inputs if inp.buffer is not None]
         due = ready_times(candidates, streams, self._horizon_ns, self._backlog_ns) <= now_ns
         late = candidates if due.all() else candidates[:int(np.argmin(due))]
-        return np.concatenate((reached, late)), bool(len(late))
+        return np.concatenate((reached, late))
 
     def _rearm(self, now_ns: int) -> None:
         """Set the cheap per-message triggers: which inputs must still reach the end of
