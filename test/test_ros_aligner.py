@@ -316,6 +316,21 @@ def test_bad_messages_are_refused_counted_and_logged_once(mf: ModuleType, capfd:
     assert "unreadable" in logged and "zero_stamp" in logged
 
 
+def test_on_one_clock_a_stamp_far_ahead_of_its_receive_time_is_refused(mf: ModuleType) -> None:
+    streams = two_streams(end_s=1.0)
+    for s in streams:
+        s.offset_ns = 0  # stamps on the receiver's clock
+    corrupt = (1000 * S + 500 * MS, 0, joint_state(10**18, [1.0, 2.0, 3.0]))
+    run = make_run(mf, rate_hz=100.0, map_clocks=False)
+    run.feed(streams, extra=[corrupt])
+    assert run.aligner.problems.by_reason() == {"future_stamp": 1}
+    t = np.array(run.times)
+    assert (np.diff(t) == 10 * MS).all() and t[-1] < 1001 * S
+    joints = streams[0]  # stamps taken as they are: each sample sits at its stamp
+    expected = np.column_stack([np.interp(t, joints.wall_ns, column) for column in joints.values.T])
+    np.testing.assert_allclose(run.column(0), expected, rtol=0, atol=1e-12)
+
+
 def test_an_input_of_a_type_with_no_default_needs_an_extractor(mf: ModuleType) -> None:
     run = make_run(mf, n_inputs=1, rate_hz=100.0)
     run.now[0] = 5 * S

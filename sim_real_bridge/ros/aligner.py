@@ -209,6 +209,8 @@ class TimeAligner(message_filters.SimpleFilter):
         self._horizon_ns = int(horizon_s * 1e9)
         self._backlog_ns = max(int(_DEFAULTS.max_backlog_s * 1e9), 2 * self._horizon_ns)
         self._batch_ns = int(batch_s * 1e9)
+        # On one clock, a stamp this far ahead of its receive time is wrong (mapped, it is a reset).
+        self._max_future_ns = int(validation.InputLimits().max_future_s * 1e9)
         self._map_clocks = map_clocks
         self._extractors = extractors
         self._names = names
@@ -291,6 +293,8 @@ class TimeAligner(message_filters.SimpleFilter):
                     self._check_width(inp, len(row))
                 if stamp <= 0:
                     raise MessageRefused(validation.ZERO_STAMP, str(stamp))
+                if not self._map_clocks and stamp - recv > self._max_future_ns:
+                    raise MessageRefused(validation.FUTURE_STAMP, f"{(stamp - recv) * 1e-9:.3f} s ahead")
             except MessageRefused as refused:
                 self._refuse(inp, refused.reason, refused.detail)
                 return
@@ -326,7 +330,8 @@ class TimeAligner(message_filters.SimpleFilter):
             import rclpy.logging  # only on the first refusal: the hot path stays import-free
 
             rclpy.logging.get_logger("time_aligner").warning(
-                f"refusing messages on {inp.name} ({reason}): {detail} (counted in TimeAligner.problems; logged once)")
+                f"refusing messages on {inp.name} ({reason}): {detail} "
+                "(counted in TimeAligner.problems; logged once)")
 
     # ------------------------------------------------------------------ per batch
     def _emit_due(self, now_ns: int) -> None:
