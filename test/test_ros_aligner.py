@@ -358,6 +358,7 @@ def test_joint_positions_refuse_names_that_cannot_be_read() -> None:
 
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"rate_hz": 0.0}, "rate_hz must be finite and > 0, got 0.0"),
+    ({"rate_hz": 1e9}, "rate_hz must be <= 1e\\+06, got 1000000000.0"),
     ({"rate_hz": 10.0, "max_gap_s": float("nan")}, "max_gap_s must be finite and > 0"),
     ({"rate_hz": 10.0, "horizon_s": -1.0}, "horizon_s must be finite and > 0"),
     ({"rate_hz": 10.0, "batch_s": -0.1}, "batch_s must be finite and >= 0"),

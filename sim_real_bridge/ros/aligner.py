@@ -50,6 +50,7 @@ NO_EXTRACTOR = "no_extractor"
 _DEFAULTS = EngineConfig()
 _CLOCK_HISTORY_KEPT = 256  # ClockMap rows kept: the filter reads only the current offset
 _NO_TIME = np.iinfo(np.int64).min
+_MAX_RATE_HZ = 1e6  # a grid step of 1 us; finer is a typo that would tick through billions of times
 
 
 class MessageRefused(AlignmentError):
@@ -202,6 +203,8 @@ class TimeAligner(message_filters.SimpleFilter):
         for name, value in (("rate_hz", rate_hz), ("max_gap_s", max_gap_s), ("horizon_s", horizon_s)):
             if not (np.isfinite(value) and value > 0):
                 raise ConfigError(f"TimeAligner {name} must be finite and > 0, got {value}")
+        if rate_hz > _MAX_RATE_HZ:
+            raise ConfigError(f"TimeAligner rate_hz must be <= {_MAX_RATE_HZ:g}, got {rate_hz}")
         if not (np.isfinite(batch_s) and batch_s >= 0):
             raise ConfigError(f"TimeAligner batch_s must be finite and >= 0, got {batch_s}")
         self.period_ns = int(round(1e9 / rate_hz))
