@@ -14,6 +14,13 @@ Measured in the same run, in CPU seconds of this process (best of ``--repeat``):
 - ``read``: rosbags' AnyReader reading every message of the bag and deserializing it
   message by message (the baseline).
 
+And, in wall seconds of a separate process: ``x_realtime_cli``, the recording's seconds
+over the wall time of the whole ``sim-real-bridge replay`` command (start-up and imports,
+reading, analysis, summary.json, divergence.mcap, report.html) on a 10-minute recording
+(the simulated minute repeated ten times, stamps and log times shifted by a minute
+each time; made once and cached), and ``replay_peak_rss_mb``, that process's peak
+resident memory.
+
 Prints one JSON object with --json: ``x_realtime`` (recorded seconds per replay
 second), ``analysis_over_read`` (replay time over read time), and the split of the
 replay time (read columns, engine, divergence.mcap, report).
@@ -48,6 +55,58 @@ def _bag(args: argparse.Namespace) -> Path:
         cache.parent.mkdir(parents=True, exist_ok=True)
         write_synthetic_bag(cache, items=simulated_messages(args.scenario, args.duration))
     return cache
+
+
+def _long_recording(bag: Path, repeats: int) -> Path:
+    """The recording repeated ``repeats`` times back to back (stamps and log times shifted),
+    cached beside it. Every message our recordings hold starts with a std_msgs/Header (or
+    is a builtin_interfaces/Time), so the stamp is the 8 bytes after the CDR header."""
+    import numpy as np
+    from mcap.reader import make_reader
+
+    from sim_real_bridge.capture.bag_writer import BagWriter
+    from sim_real_bridge.capture.typestore import build_typestore
+
+    out = bag.parent / f"{bag.name}_x{repeats}"
+    if (out / "metadata.yaml").is_file():
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    files = sorted(bag.glob("*.mcap"))
+    with AnyReader([bag]) as reader:
+        span_ns = reader.end_time - reader.start_time + 20_000_000
+        types = {c.topic: c.msgtype for c in reader.connections}
+    writer = BagWriter(out, build_typestore()).open()
+    for topic, msgtype in types.items():
+        writer.add_topic(topic, msgtype)
+    for k in range(repeats):
+        shift_ns = k * span_ns
+        for path in files:
+            with path.open("rb") as fh:
+                for _, channel, message in make_reader(fh).iter_messages(log_time_order=True):
+                    data = bytearray(message.data)
+                    if len(data) >= 12:
+                        sec, nanosec = np.frombuffer(bytes(data[4:12]), dtype="<i4, <u4")[0].tolist()
+                        if sec > 0:
+                            stamp = sec * 1_000_000_000 + nanosec + shift_ns
+                            data[4:12] = np.array([(stamp // 1_000_000_000, stamp % 1_000_000_000)],
+                                                  dtype="<i4, <u4").tobytes()
+                    writer.write(channel.topic, message.log_time + shift_ns, bytes(data))
+    writer.close()
+    return out
+
+
+def cli_replay(bag: Path, out: Path) -> tuple[float, float]:
+    """Wall seconds and peak resident MB of ``sim-real-bridge replay BAG --out OUT`` run as a user would."""
+    import resource
+    import subprocess
+
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "sim_real_bridge.cli", "replay", str(bag), "--out", str(out)],
+                            capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    wall_s = time.perf_counter() - start
+    if result.returncode != 0:
+        raise RuntimeError(f"sim-real-bridge replay failed: {result.stderr.strip()[-500:]}")
+    return wall_s, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
 
 
 def _cpu(fn: object, repeat: int) -> tuple[float, object]:
@@ -117,6 +176,10 @@ def main() -> int:
             print(f"replay failed: {result.error}", file=sys.stderr)  # type: ignore[attr-defined]
             return 1
         stages = split_replay(bag, config, out)
+        long_bag = _long_recording(bag, 10)
+        with AnyReader([long_bag]) as reader:
+            long_s = reader.duration * 1e-9
+        cli_wall_s, peak_mb = cli_replay(long_bag, out / "cli")
     figures = {
         "x_realtime": duration_s / replay_s,
         "analysis_over_read": replay_s / read_s,
@@ -124,6 +187,10 @@ def main() -> int:
         "replay_cpu_s": replay_s,
         "anyreader_cpu_s": read_s,
         "anyreader_msgs_per_s": count / read_s,
+        "x_realtime_cli": long_s / cli_wall_s,
+        "cli_recording_s": long_s,
+        "cli_wall_s": cli_wall_s,
+        "replay_peak_rss_mb": peak_mb,
         "messages": total_messages,
         **{f"stage_{k}": v for k, v in stages.items()},
         "bag": str(bag),
