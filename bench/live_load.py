@@ -187,6 +187,13 @@ def run_bare() -> None:
     print(json.dumps({"received": counts}), flush=True)
 
 
+def run_hog() -> None:
+    """Role ``hog``: keep one core busy until killed (the load a test run or a build puts beside the monitor)."""
+    count = 0
+    while True:
+        count += 1
+
+
 def run_probe(duration_s: float) -> None:
     """Role ``probe``: sleep 2 ms at a time for duration_s and report how much longer the
     machine held each sleep. A stall seen here is the machine's (the host descheduled it,
@@ -264,8 +271,19 @@ def _stop(proc: subprocess.Popen) -> str:
     return out
 
 
-def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | None = None) -> dict:
-    """Both phases; returns the result dict."""
+def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | None = None, hog: int = 0) -> dict:
+    """Both phases (with ``hog`` busy loops running beside them); returns the result dict."""
+    hogs = [_start([__file__, "--role", "hog"], _env()) for _ in range(hog)]
+    try:
+        return _run_phases(duration_s, rate_hz, monitor_params)
+    finally:
+        for proc in hogs:
+            proc.kill()
+            proc.wait()
+
+
+def _run_phases(duration_s: float, rate_hz: float, monitor_params: list[str] | None) -> dict:
+    """The bare phase, then the monitor phase."""
     import numpy as np
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
@@ -379,6 +397,7 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
         "max_latency_ms": float(np.max(lat)) if lat.size else None,
         "joint_outputs": int(lat.size),
         "joint_outputs_total": len(outputs),
+        "max_silence_s": _max_silence_s([a for _, a in outputs], monitor_run["window_ns"]),
         "published": published,
         "monitor_accepted_per_topic": per_topic,
         "bare_received": sum(bare_counts.values()),
@@ -402,6 +421,17 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
     }
 
 
+def _max_silence_s(arrivals_ns: list[int], window_ns: tuple[int, int]) -> float | None:
+    """Longest time without a /divergence/joints message during the publishing window,
+    from the first output on (start-up excluded) to the window's end."""
+    start, end = window_ns
+    inside = sorted(a for a in arrivals_ns if start <= a <= end)
+    if not inside:
+        return None
+    edges = inside + [end]
+    return max(b - a for a, b in zip(edges, edges[1:])) * 1e-9
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -410,7 +440,9 @@ def main() -> int:
     parser.add_argument("--monitor-param", action="append", default=[], metavar="NAME:=VALUE",
                         help="extra monitor parameter (repeatable)")
     parser.add_argument("--pub-times", default="", help=argparse.SUPPRESS)
-    parser.add_argument("--role", choices=("bench", "publisher", "bare", "probe"), default="bench",
+    parser.add_argument("--hog", type=int, default=0, metavar="N",
+                        help="run N busy-loop processes beside the listener in both phases")
+    parser.add_argument("--role", choices=("bench", "publisher", "bare", "probe", "hog"), default="bench",
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role == "publisher":
@@ -422,7 +454,10 @@ def main() -> int:
     if args.role == "probe":
         run_probe(args.duration_s)
         return 0
-    result = run_bench(args.duration_s, args.rate_hz, args.monitor_param)
+    if args.role == "hog":
+        run_hog()
+        return 0
+    result = run_bench(args.duration_s, args.rate_hz, args.monitor_param, args.hog)
     result["monitor_params"] = args.monitor_param
     if args.json:
         print(json.dumps(result))
