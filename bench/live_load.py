@@ -55,6 +55,7 @@ TOPICS = ("/sim/joint_states", "/real/joint_states", "/sim/wrench", "/real/wrenc
 N_JOINTS = 7
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 STALL_MS = 5.0  # a sleep held this much longer than asked counts as a machine stall
+REPORT_WITHIN_S = 3.0  # a lag must show on /diagnostics (1 Hz) or /divergence/summary (1 Hz) within this
 
 
 def _env() -> dict[str, str]:
@@ -290,7 +291,7 @@ def _run_phases(duration_s: float, rate_hz: float, monitor_params: list[str] | N
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-    from sim_real_bridge.msg import JointDivergence
+    from sim_real_bridge.msg import DivergenceSummary, JointDivergence
 
     load_before = os.getloadavg()[0]
     env = _env()
@@ -302,7 +303,10 @@ def _run_phases(duration_s: float, rate_hz: float, monitor_params: list[str] | N
     _read_json_line(bare, "ready", 30.0)
     bare_run = _publish_and_measure(bare.pid, duration_s, rate_hz, env)
     time.sleep(0.5)
-    bare_counts = json.loads(next(line for line in _stop(bare).splitlines() if "received" in line))["received"]
+    lines = [line for line in _stop(bare).splitlines() if "received" in line]
+    if not lines:
+        raise RuntimeError(f"the bare subscriber reported no counts (exit {bare.returncode}): {_log_text(bare)[-2000:]}")
+    bare_counts = json.loads(lines[0])["received"]
 
     # Phase 2: the monitor, watched from this process.
     rclpy.init()
@@ -325,10 +329,21 @@ def _run_phases(duration_s: float, rate_hz: float, monitor_params: list[str] | N
             statuses[status.name] = {kv.key: kv.value for kv in status.values}
             if watching.is_set() and status.name.endswith(": alignment"):
                 floors_s.extend(float(kv.value) for kv in status.values if kv.key.startswith("transport_floor_s."))
+            if watching.is_set() and status.name.endswith(": lag"):
+                values = {kv.key: kv.value for kv in status.values}
+                lag_reports.append((time.time_ns(), status.level[0] if isinstance(status.level, bytes) else status.level,
+                                    float(values.get("max_lag_s", 0.0))))
+
+    lag_reports: list[tuple[int, int, float]] = []  # (arrival, level, largest lag since the last report)
+
+    def on_summary(msg: DivergenceSummary) -> None:
+        if watching.is_set():
+            lag_reports.append((time.time_ns(), 1 if msg.lag_s > 0.5 else 0, float(msg.lag_s)))
 
     qos = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
     node.create_subscription(JointDivergence, "/divergence/joints", on_joints, qos)
     node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, qos)
+    node.create_subscription(DivergenceSummary, "/divergence/summary", on_summary, qos)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -351,6 +366,8 @@ def _run_phases(duration_s: float, rate_hz: float, monitor_params: list[str] | N
         monitor_log = _log_text(monitor)
         events_path = Path(out_dir) / "events.jsonl"
         logged = [json.loads(line) for line in events_path.read_text().splitlines()] if events_path.is_file() else []
+        summary_path = Path(out_dir) / "monitor_summary.json"
+        monitor_load = json.loads(summary_path.read_text()).get("load", {}) if summary_path.is_file() else {}
     executor.shutdown()
     node.destroy_node()
     rclpy.shutdown()
@@ -418,7 +435,43 @@ def _run_phases(duration_s: float, rate_hz: float, monitor_params: list[str] | N
             (pub_times - (first + period * np.arange(pub_times.size))) * 1e-6, 99)) if pub_times.size else None,
         "latency_percentiles_ms": {str(q): float(np.percentile(lat, q)) for q in (50, 90, 95, 99, 99.9)} if lat.size else {},
         "monitor_log_tail": monitor_log.splitlines()[-3:] if monitor.returncode else [],
+        **_load_figures(outputs, lag_reports, monitor_load),
     }
+
+
+def _load_figures(outputs: list[tuple[int, int]], lag_reports: list[tuple[int, int, float]],
+                  monitor_load: dict) -> dict:
+    """Lag and gaps as this process saw them, against what the monitor reported.
+
+    ``observed_lag_s``: before each /divergence/joints message, its arrival minus the grid
+    time of the previous one (all on the system clock): the lag of what was published,
+    which the lag of what was analysed can only exceed. Each stretch where it exceeded
+    0.5 s must be followed within REPORT_WITHIN_S by a /diagnostics lag status of WARN or
+    ERROR or a /divergence/summary whose lag exceeded 0.5 s (``lag_reported``).
+    ``gaps_observed``: grid times between the first and last joints message that never
+    came, against the grid times the monitor reported dropped (``gaps_reported``: equal).
+    """
+    figures: dict = {"max_lag_s": monitor_load.get("max_lag_s"), "behind_share": monitor_load.get("behind_share"),
+                     "gaps_dropped": monitor_load.get("dropped_grid_times"), "monitor_gaps": monitor_load.get("gaps")}
+    if len(outputs) < 2:
+        return {**figures, "lag_reported": None, "gaps_reported": None}
+    stamps = [t for t, _ in outputs]
+    arrivals = [a for _, a in outputs]
+    lags = [(arrivals[i + 1], (arrivals[i + 1] - stamps[i]) * 1e-9) for i in range(len(outputs) - 1)]
+    late = [(at, lag) for at, lag in lags if lag > 0.5]
+    warned = [when for when, level, _ in lag_reports if level >= 1]
+    unreported = [at for at, lag in late
+                  if not any(at - 1e9 * lag <= when <= at + REPORT_WITHIN_S * 1e9 for when in warned)]
+    grid_ns = min(b - a for a, b in zip(sorted(stamps), sorted(stamps)[1:]) if b > a)
+    unique = sorted(set(stamps))
+    observed_gaps = (unique[-1] - unique[0]) // grid_ns + 1 - len(unique)
+    figures.update({
+        "observed_max_lag_s": max(lag for _, lag in lags), "late_outputs": len(late),
+        "lag_reported": not unreported, "lag_unreported_outputs": len(unreported),
+        "gaps_observed": int(observed_gaps),
+        "gaps_reported": monitor_load.get("dropped_grid_times") == observed_gaps,
+    })
+    return figures
 
 
 def _max_silence_s(arrivals_ns: list[int], window_ns: tuple[int, int]) -> float | None:

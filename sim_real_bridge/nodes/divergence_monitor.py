@@ -34,9 +34,11 @@ and degrades in a stated way instead of going silent:
   backlog is dropped as one gap, counted (``dropped_grid_times``) and listed with its
   times in the run summary; the analysis resumes at the newest grid times. A backlog
   under that is caught up.
-- after a stall of the node itself (no tick for ``lag.away_s``), every queued input is
-  taken in before the next analysis step, so the silence of the node is not judged as
-  a silence of the robots' streams.
+  Until caught up, queued inputs stamped before that grid time (less 0.2 s) are skipped
+  unread and counted (``inputs_skipped_behind``): they could only fill the gap.
+- after a stall of the node itself (no tick for ``lag.away_s``), queued inputs are taken
+  in (for up to 0.2 s) before the next analysis step, so the silence of the node is not
+  judged as a silence of the robots' streams.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import struct
 import sys
 import threading
 import time
@@ -91,8 +94,14 @@ TICKS_TOPIC = "/divergence_monitor/ticks"
 TICKS_TYPE = "builtin_interfaces/msg/Time"
 SUMMARY_FILE = "monitor_summary.json"
 LEVELS = {0: OK, 1: WARN, 2: ERROR, 3: STALE}
-#: After a stall, queued inputs are taken in up to this many rounds of MAX_BATCH per subscription.
-DRAIN_ROUNDS = 200
+#: After a stall, queued inputs are taken in for at most this long before the analysis
+#: steps (what is left is taken in by the input thread; the streams are not silent then).
+DRAIN_MAX_S = 0.2
+#: While behind, after a backlog was dropped, inputs stamped this long before the grid
+#: time the analysis resumed at are skipped unread (counted): newest data first.
+SKIP_MARGIN_S = 0.2
+#: Header stamp of a little-endian CDR message: after the 4-byte encapsulation.
+STAMP = struct.Struct("<iI")
 
 #: Best effort (accepts reliable and best-effort publishers, like sensor-data QoS),
 #: with a queue deep enough to ride out a backlog as long as the engine's max_backlog_s
@@ -348,6 +357,9 @@ class DivergenceMonitor(Node):
             recv_ns = self._now_ns()
             self._status[topic].on_message(recv_ns)
             self._latest_input_ns = max(self._latest_input_ns, recv_ns)
+            if self._lag.skip_before_ns is not None and self._stale(side, data):
+                self._lag.skipped_inputs += 1  # older than the gap just dropped: of no use
+                return
             if self._capture is not None:
                 self._capture.add_message(topic, type_name, recv_ns, data)
             if self._inputs_bag is not None:
@@ -550,7 +562,10 @@ class DivergenceMonitor(Node):
         if not self._lag.step_due(now_ns, lag_ns):
             return
         self._tick_ns = now_ns
+        gaps = len(self._engine.gaps)
         out = self._engine.advance(now_ns)
+        if len(self._engine.gaps) > gaps:  # the backlog was dropped: skip what queued up before it
+            self._lag.skip_before_ns = self._engine.next_grid_ns - int(SKIP_MARGIN_S * 1e9)
         self._lag.after_step(now_ns, self._engine.lag_ns(now_ns))
         if out.due or out.skipped:
             # Only ticks that found grid times due (or dropped) decide anything: replay needs those.
@@ -567,9 +582,17 @@ class DivergenceMonitor(Node):
         if self._fits is not None:
             self._fits.poll(now_ns)
 
+    def _stale(self, side: str, data: bytes) -> bool:
+        """Whether a raw message's stamp, on the monitor clock, is older than skip_before_ns."""
+        floor_s = self._engine.transport_floor_s().get(side)
+        if floor_s is None or len(data) < 12 or data[1] != 1:  # only little-endian CDR is peeked at
+            return False
+        sec, nanosec = STAMP.unpack_from(data, 4)
+        return sec * 1_000_000_000 + nanosec + int(floor_s * 1e9) < self._lag.skip_before_ns  # type: ignore[operator]
+
     def _take_queued_inputs(self) -> int:
         """Hand every input message queued on the high-rate subscriptions to its callback
-        (at most DRAIN_ROUNDS rounds of MAX_BATCH a subscription); returns how many."""
+        (for at most DRAIN_MAX_S); returns how many."""
         taken = 0
 
         def counted(handle: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -580,8 +603,9 @@ class DivergenceMonitor(Node):
             return deliver
 
         self._lag.per_message = False  # no analysis step per message while draining
+        deadline = time.monotonic() + DRAIN_MAX_S
         try:
-            for _ in range(DRAIN_ROUNDS):
+            while time.monotonic() < deadline:
                 before = taken
                 for subscriber, handle in self._input_sources:
                     if subscriber is not None and not take_queued(subscriber.sub, counted(handle),
@@ -635,7 +659,8 @@ class DivergenceMonitor(Node):
                   "behind_mode_s": self._lag.behind_total_ns(now_ns) * 1e-9,
                   "dropped_grid_times": self._engine.skipped_count,
                   "dropped_s": self._engine.skipped_count * self._engine.dt_ns * 1e-9,
-                  "inputs_taken_after_stalls": self._lag.drained}
+                  "inputs_taken_after_stalls": self._lag.drained,
+                  "inputs_skipped_behind": self._lag.skipped_inputs}
         level = ERROR if worst_ns > self._lag.error_ns else WARN if worst_ns > self._lag.warn_ns else OK
         if level == OK:
             message = "keeping up"
@@ -702,6 +727,7 @@ class DivergenceMonitor(Node):
         summary["timing"]["clock_jumps"] = self.clock_jumps
         summary["load"]["behind_mode_s"] = round(self._lag.behind_total_ns(now_ns) * 1e-9, 3)
         summary["load"]["inputs_taken_after_stalls"] = self._lag.drained
+        summary["load"]["inputs_skipped_behind"] = self._lag.skipped_inputs
         path = self._output_dir / SUMMARY_FILE
         partial = path.with_name(f".{path.name}.partial")
         partial.write_text(json.dumps(summary, indent=2, default=float))
@@ -718,6 +744,9 @@ class _LagState:
         self.behind = False
         self.per_message = True  # an analysis step on each message that completes a grid time
         self.drained = 0
+        self.skipped_inputs = 0
+        #: While set (after a backlog was dropped, until caught up): inputs stamped before it are skipped.
+        self.skip_before_ns: int | None = None
         self._last_tick_ns: int | None = None
         self._last_step_ns = 0
         self._window_max_ns = 0
@@ -746,6 +775,7 @@ class _LagState:
         if self.behind and lag_ns is not None and lag_ns < self.warn_ns // 2:
             self._behind_ns += now_ns - (self._behind_since_ns or now_ns)
             self.behind, self._behind_since_ns, self.per_message = False, None, True
+            self.skip_before_ns = None
 
     def take_window_max(self) -> int:
         """The largest lag seen since the last call (then forgotten)."""
