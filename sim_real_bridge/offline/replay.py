@@ -434,6 +434,7 @@ def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: 
         scenario=summary.get("scenario"), joints=joint_series, contact=contact, pose=pose, timing=timing,
         events=events, truth=summary.get("truth"), ledger=ledger, calibration=calibration,
         scores=summary.get("scores"), warnings=list(warnings), realtime_factor=realtime_factor,
+        load=run_summary.get("load"),
         sim_success=labels.get("sim_success"), real_success=labels.get("real_success"), policy=labels.get("policy"),
     )
 
@@ -521,7 +522,7 @@ def _replay_run(run: RunSpec, config: ReplayConfig, out_dir: Path | str,
             extra={"bags": list(run.bags),
                    **({"injections_without_effect": truth_collector.without_effect(duration_s)}
                       if truth_collector is not None else {}), "problems_by_topic": outcome.problems, "warnings": warnings,
-                   **({"labels": labels} if labels else {})},
+                   **({"labels": labels} if labels else {}), "load": run_summary.get("load", {})},
         )
         out.mkdir(parents=True, exist_ok=True)
         write_divergence_mcap(out / MCAP_NAME, outcome.output, config.pose_frame_id,
