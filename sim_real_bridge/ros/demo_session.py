@@ -94,9 +94,11 @@ class DemoObserver:
         self.events: dict[str, Any] = {}
         self.summary: Any | None = None
         self.realtime_factor: dict[str, float] = {}
+        self.refusals: dict[str, int] = {}  # the command mirror's refusals by kind
         node.create_subscription(InjectionArray, "/reality/injections", self._on_injections, LATCHED_QOS)
         node.create_subscription(InjectionArray, "/reality/injections", self._on_injections, OUTPUT_QOS)
         node.create_subscription(GapEvent, "/divergence/events", self._on_event, OUTPUT_QOS)
+        node.create_subscription(GapEvent, "/bridge/refusals", self._on_refusal, OUTPUT_QOS)
         node.create_subscription(DivergenceSummary, "/divergence/summary", self._on_summary, OUTPUT_QOS)
         node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, OUTPUT_QOS)
         node.create_subscription(JointTrajectory, "/bridge/joint_trajectory", self._on_command, OUTPUT_QOS)
@@ -120,6 +122,9 @@ class DemoObserver:
 
     def _on_event(self, msg: Any) -> None:
         self.events[msg.id] = msg
+
+    def _on_refusal(self, msg: Any) -> None:
+        self.refusals[msg.kind] = self.refusals.get(msg.kind, 0) + 1
 
     def _on_summary(self, msg: Any) -> None:
         self.summary = msg
@@ -337,6 +342,7 @@ def run_demo(request: DemoRequest) -> int:
             "injections_without_effect": observer.labels.without_effect(elapsed_s),
             "exit_codes": exit_codes,
             "load": monitor_summary.get("load", {}),
+            "mirror_refusals": {"count": sum(observer.refusals.values()), "by_kind": dict(observer.refusals)},
         },
     )
     summary["degradation"] = degradation(summary["load"], observer.realtime_factor)
