@@ -743,9 +743,10 @@ class DivergenceEngine:
 
     def load_summary(self) -> dict[str, Any]:
         """How far behind the analysis ran and what it dropped (summary.json ``load``):
-        lag figures (:class:`~sim_real_bridge.core.lag.LagMeter`), the gaps dropped, and
-        ``degraded``: the lag exceeded BEHIND_S or grid times were dropped."""
-        load = self.lag.as_dict(self.to_seconds)
+        lag figures from the run's start on (:class:`~sim_real_bridge.core.lag.LagMeter`),
+        the gaps dropped, and ``degraded``: the lag exceeded BEHIND_S or grid times were
+        dropped."""
+        load = self.lag.as_dict(self.to_seconds, self.t0_ns() if self.first_command_ns is not None else None)
         load.update({
             "dropped_grid_times": self.skipped_count, "dropped_s": round(self.skipped_count * self.dt_ns * 1e-9, 3),
             "gaps": [{"start_s": round(self.to_seconds(a), 3), "end_s": round(self.to_seconds(b), 3),

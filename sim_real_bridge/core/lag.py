@@ -92,11 +92,25 @@ class LagMeter:
         span_ns = (self.last_tick_ns - self.first_ns) if self.first_ns is not None and self.last_tick_ns else 0
         return self.behind_total_ns / span_ns if span_ns > 0 else 0.0
 
-    def as_dict(self, to_seconds: Callable[[int], float]) -> dict[str, Any]:
+    def as_dict(self, to_seconds: Callable[[int], float], since_ns: int | None = None) -> dict[str, Any]:
         """The figures for summary.json, up to the last deciding tick (the silence after
-        the inputs end is no lag); times through ``to_seconds`` (ns -> s of the run)."""
-        return {"max_lag_s": round(self.max_lag_ns * 1e-9, 4),
-                "behind_s": round(self.behind_total_ns * 1e-9, 3),
-                "behind_share": round(self.behind_share(), 4),
+        the inputs end is no lag); times through ``to_seconds`` (ns -> s of the run).
+
+        Args:
+            to_seconds: monitor-time ns -> s of the run.
+            since_ns: count only from here (the run's start: start-up before the first
+                command is no part of the run). The largest lag is then exact where it
+                was behind, and otherwise reported as at most ``behind_ns``.
+        """
+        since = self.first_ns if since_ns is None or self.first_ns is None else max(since_ns, self.first_ns)
+        episodes = [LagEpisode(max(e.start_ns, since), e.end_ns, e.max_lag_ns) for e in self.episodes
+                    if since is None or e.end_ns > since]
+        behind_ns = sum(e.end_ns - e.start_ns for e in episodes)
+        max_lag_ns = self.max_lag_ns if since == self.first_ns else max(
+            [e.max_lag_ns for e in episodes] or [min(self.max_lag_ns, self.behind_ns)])
+        span_ns = (self.last_tick_ns - since) if since is not None and self.last_tick_ns else 0
+        return {"max_lag_s": round(max_lag_ns * 1e-9, 4),
+                "behind_s": round(behind_ns * 1e-9, 3),
+                "behind_share": round(behind_ns / span_ns, 4) if span_ns > 0 else 0.0,
                 "behind_episodes": [{"start_s": round(to_seconds(e.start_ns), 3), "end_s": round(to_seconds(e.end_ns), 3),
-                                     "max_lag_s": round(e.max_lag_ns * 1e-9, 3)} for e in self.episodes]}
+                                     "max_lag_s": round(e.max_lag_ns * 1e-9, 3)} for e in episodes]}
