@@ -53,10 +53,10 @@ def test_start_up_before_the_run_is_left_out_of_the_figures() -> None:
     meter.note(1000 * MS, 990 * MS)
     meter.note(2000 * MS, 1000 * MS)  # 1 s behind during start-up
     meter.note(2020 * MS, 2010 * MS)
-    meter.note(3000 * MS, 2990 * MS)
+    meter.note(2040 * MS, 2030 * MS)
     whole = meter.as_dict(lambda t: t * 1e-9)
     assert whole["max_lag_s"] == 1.02 and len(whole["behind_episodes"]) == 1  # just before the tick at 2.02 s
-    run = meter.as_dict(lambda t: t * 1e-9, since_ns=2010 * MS)
+    run = meter.as_dict(lambda t: t * 1e-9, since_ns=2020 * MS)
     assert run["behind_episodes"] == [] and run["behind_s"] == 0.0 and run["max_lag_s"] == 0.5
     late = meter.as_dict(lambda t: t * 1e-9, since_ns=1800 * MS)  # the run started while behind
     assert late["behind_s"] == 0.22 and late["max_lag_s"] == 1.02
