@@ -379,7 +379,7 @@ class DivergenceMonitor(Node):
                 return
             # The message that completes a grid time is analysed and published at once:
             # the latency is then the analysis, not the wait for the next timer tick.
-            if stream in ("joint_states", "wrench") and self._lag.per_message and self._engine.analysis_due():
+            if stream in ("joint_states", "wrench") and self._lag.step_on_message(recv_ns, self._engine.analysis_due):
                 self._on_tick()
 
         return on_message
@@ -602,7 +602,7 @@ class DivergenceMonitor(Node):
                 handle(data)
             return deliver
 
-        self._lag.per_message = False  # no analysis step per message while draining
+        self._lag.draining = True  # no analysis step per message while draining
         deadline = time.monotonic() + DRAIN_MAX_S
         try:
             while time.monotonic() < deadline:
@@ -614,7 +614,7 @@ class DivergenceMonitor(Node):
                 if taken == before:
                     break
         finally:
-            self._lag.per_message = not self._lag.behind
+            self._lag.draining = False
         return taken
 
     def _on_summary(self) -> None:
@@ -742,7 +742,7 @@ class _LagState:
         self.warn_ns, self.error_ns = warn_ns, error_ns
         self.behind_period_ns, self.away_ns = behind_period_ns, away_ns
         self.behind = False
-        self.per_message = True  # an analysis step on each message that completes a grid time
+        self.draining = False
         self.drained = 0
         self.skipped_inputs = 0
         #: While set (after a backlog was dropped, until caught up): inputs stamped before it are skipped.
@@ -759,6 +759,16 @@ class _LagState:
         self._last_tick_ns = now_ns
         return away
 
+    def step_on_message(self, now_ns: int, grid_time_due: Callable[[], bool]) -> bool:
+        """Whether an input message should step the analysis: keeping up, the one that
+        completes a grid time; behind, one every behind_period (the input thread steps
+        itself, so a timer kept off the lock cannot silence the outputs)."""
+        if self.draining:
+            return False
+        if self.behind:
+            return now_ns - self._last_step_ns >= self.behind_period_ns
+        return grid_time_due()
+
     def observe(self, lag_ns: int | None) -> None:
         if lag_ns is not None:
             self._window_max_ns = max(self._window_max_ns, lag_ns)
@@ -767,14 +777,14 @@ class _LagState:
         """Whether to advance the analysis now: always when keeping up, every behind_period when behind."""
         self.observe(lag_ns)
         if lag_ns is not None and lag_ns > self.warn_ns and not self.behind:
-            self.behind, self._behind_since_ns, self.per_message = True, now_ns, False
+            self.behind, self._behind_since_ns = True, now_ns
         return not self.behind or now_ns - self._last_step_ns >= self.behind_period_ns
 
     def after_step(self, now_ns: int, lag_ns: int | None) -> None:
         self._last_step_ns = now_ns
         if self.behind and lag_ns is not None and lag_ns < self.warn_ns // 2:
             self._behind_ns += now_ns - (self._behind_since_ns or now_ns)
-            self.behind, self._behind_since_ns, self.per_message = False, None, True
+            self.behind, self._behind_since_ns = False, None
             self.skip_before_ns = None
 
     def take_window_max(self) -> int:
