@@ -37,7 +37,7 @@ and degrades in a stated way instead of going silent:
   Until caught up, queued inputs stamped before that grid time (less 0.2 s) are skipped
   unread and counted (``inputs_skipped_behind``): they could only fill the gap.
 - after a stall of the node itself (no tick for ``lag.away_s``), queued inputs are taken
-  in (for up to 0.2 s) before the next analysis step, so the silence of the node is not
+  in (for up to 0.5 s) before the next analysis step, so the silence of the node is not
   judged as a silence of the robots' streams.
 """
 
@@ -96,7 +96,7 @@ SUMMARY_FILE = "monitor_summary.json"
 LEVELS = {0: OK, 1: WARN, 2: ERROR, 3: STALE}
 #: After a stall, queued inputs are taken in for at most this long before the analysis
 #: steps (what is left is taken in by the input thread; the streams are not silent then).
-DRAIN_MAX_S = 0.2
+DRAIN_MAX_S = 0.5
 #: While behind, after a backlog was dropped, inputs stamped this long before the grid
 #: time the analysis resumed at are skipped unread (counted): newest data first.
 SKIP_MARGIN_S = 0.2
@@ -613,6 +613,8 @@ class DivergenceMonitor(Node):
                         return taken
                 if taken == before:
                     break
+            else:
+                self._lag.drains_cut_short += 1  # what is left may be judged silent (a hole, not a gap)
         finally:
             self._lag.draining = False
         return taken
@@ -660,7 +662,7 @@ class DivergenceMonitor(Node):
                   "dropped_grid_times": self._engine.skipped_count,
                   "dropped_s": self._engine.skipped_count * self._engine.dt_ns * 1e-9,
                   "inputs_taken_after_stalls": self._lag.drained,
-                  "inputs_skipped_behind": self._lag.skipped_inputs}
+                  "inputs_skipped_behind": self._lag.skipped_inputs, "drains_cut_short": self._lag.drains_cut_short}
         level = ERROR if worst_ns > self._lag.error_ns else WARN if worst_ns > self._lag.warn_ns else OK
         if level == OK:
             message = "keeping up"
@@ -728,6 +730,7 @@ class DivergenceMonitor(Node):
         summary["load"]["behind_mode_s"] = round(self._lag.behind_total_ns(now_ns) * 1e-9, 3)
         summary["load"]["inputs_taken_after_stalls"] = self._lag.drained
         summary["load"]["inputs_skipped_behind"] = self._lag.skipped_inputs
+        summary["load"]["drains_cut_short"] = self._lag.drains_cut_short
         path = self._output_dir / SUMMARY_FILE
         partial = path.with_name(f".{path.name}.partial")
         partial.write_text(json.dumps(summary, indent=2, default=float))
@@ -745,6 +748,7 @@ class _LagState:
         self.draining = False
         self.drained = 0
         self.skipped_inputs = 0
+        self.drains_cut_short = 0
         #: While set (after a backlog was dropped, until caught up): inputs stamped before it are skipped.
         self.skip_before_ns: int | None = None
         self._last_tick_ns: int | None = None
