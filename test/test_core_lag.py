@@ -179,3 +179,21 @@ def test_a_run_that_keeps_up_is_not_degraded() -> None:
     run = _live_starved(make_recording(Scenario(duration_s=4.0)), (10.0, 10.0))
     load = run.summary["load"]
     assert load["degraded"] is False and load["max_lag_s"] < 0.5 and load["behind_episodes"] == []
+
+
+def test_streams_gone_silent_leave_no_backlog_to_drop() -> None:
+    # The robots stop at 3 s; the node ticks on for 4 s more, beyond max_backlog_s.
+    streams = make_recording(Scenario(duration_s=3.0))
+    engine = DivergenceEngine()
+    order = sorted((int(s.recv_ns[i]), k, i) for k, s in enumerate(streams) for i in range(len(s.recv_ns)))
+    now = (order[0][0] // TICK_NS + 1) * TICK_NS
+    for recv, k, i in order:
+        while now <= recv:
+            engine.advance(now)
+            now += TICK_NS
+        _hand_over(engine, streams[k], i)
+    for _ in range(200):
+        engine.advance(now)
+        now += TICK_NS
+    load = engine.run_summary()["load"]
+    assert load["dropped_grid_times"] == 0 and load["gaps"] == []

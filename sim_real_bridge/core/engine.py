@@ -365,9 +365,10 @@ class DivergenceEngine:
     def _due_now(self, now_ns: int, out: EngineOutput) -> None:
         """Grid times due at now_ns: their joints go to the sink, the rest waits for the batch."""
         backlog_ns = int(self.config.max_backlog_s * 1e9)
-        if self.next_grid_ns is not None and self.next_grid_ns < now_ns - backlog_ns:
-            # Further behind than the backlog allows: newest data first. The backlog is
-            # dropped as one counted gap, and the analysis resumes a horizon before now.
+        if (self.next_grid_ns is not None and self.next_grid_ns < now_ns - backlog_ns
+                and self._receiving(np.array([now_ns], dtype=np.int64))[0]):
+            # Further behind than the backlog allows while data comes in: newest data first.
+            # The backlog is dropped as one counted gap; the analysis resumes a horizon before now.
             resume = max(self._resume_after_jump(now_ns), self.next_grid_ns + self.dt_ns)
             out.skipped = (resume - self.next_grid_ns) // self.dt_ns
             self.skipped_count += out.skipped
@@ -397,6 +398,18 @@ class DivergenceEngine:
         first one whose horizon is still open (an older one would be judged by the stall
         rule on buffers that still lack what queued up meanwhile)."""
         return self._next_after(now_ns - int(self.config.horizon_s * 1e9))
+
+    def _receiving(self, ticks_ns: np.ndarray) -> np.ndarray:
+        """(K,) whether any waited stream received a row within a horizon before each tick
+        (a backlog is only dropped while data comes in: silent streams leave nothing behind)."""
+        horizon_ns = int(self.config.horizon_s * 1e9)
+        out = np.zeros(len(ticks_ns), dtype=bool)
+        for buffer, _ in self._waited_streams():
+            arrivals = buffer.arrivals_ns
+            if len(arrivals):
+                before = np.searchsorted(arrivals, ticks_ns, side="right") - 1
+                out |= (before >= 0) & (arrivals[np.maximum(before, 0)] > ticks_ns - horizon_ns)
+        return out
 
     def lag_ns(self, now_ns: int) -> int | None:
         """Now minus the newest grid time analysed (None before the first)."""
@@ -472,8 +485,9 @@ class DivergenceEngine:
     def _decide_with_jumps(self, candidates: np.ndarray, ready_ns: np.ndarray, ticks: np.ndarray
                            ) -> tuple[np.ndarray, np.ndarray, int]:
         """Replay of the live rules: each grid time is decided at the first tick it is
-        ready, in order; at a tick where the next grid time is older than max_backlog_s,
-        the backlog is dropped up to :meth:`_resume_after_jump` (one pass per jump).
+        ready, in order; at a tick where the next grid time is older than max_backlog_s
+        and data comes in, the backlog is dropped up to :meth:`_resume_after_jump` (one
+        pass per jump).
 
         Returns:
             (decision (K,), NEVER_NS where no tick decided it; skipped (K,): dropped;
@@ -485,15 +499,16 @@ class DivergenceEngine:
         decision = np.full(len(candidates), NEVER_NS, dtype=np.int64)
         skipped = np.zeros(len(candidates), dtype=bool)
         start, floor, resume = 0, int(ticks[0]), 0
+        receiving = self._receiving(ticks)
         while start < len(candidates):
             part = np.maximum.accumulate(np.maximum(first_ready_tick[start:], floor))
             decision[start:] = part
-            later = ticks[ticks >= floor]
+            later, later_receiving = ticks[ticks >= floor], receiving[ticks >= floor]
             # At each tick, the next grid time is the first not decided before it.
             pending = np.searchsorted(part, later, side="left")
             next_t = np.where(pending < len(part), candidates[start + np.minimum(pending, len(part) - 1)],
                               NEVER_NS)
-            late = np.flatnonzero(next_t < later - backlog_ns)
+            late = np.flatnonzero((next_t < later - backlog_ns) & later_receiving)
             if not late.size:
                 break
             floor = int(later[late[0]])
