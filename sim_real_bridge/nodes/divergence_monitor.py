@@ -24,18 +24,18 @@ and degrades in a stated way instead of going silent:
   report so that a stall between two reports is not missed), in every
   ``/divergence/summary`` (lag now, largest of the run, share of the run behind, grid
   times dropped) and in the run summary's ``load`` block.
-- behind (lag above ``lag.warn_s``, until it is back under half of it): the node takes
-  in every queued input first, then advances the analysis every ``lag.behind_tick_period_s``
-  (0.2 s) instead of on each message that completes a grid time, so each step takes in
-  and analyses a larger batch at once (the per-step costs dominate: about half the CPU
-  per second of data). Every grid time is still analysed and published, in bursts at
-  that reduced rate; event detection goes on.
-- far behind (lag above the engine's ``max_backlog_s``, 2 s): newest data first. The
-  backlog is dropped as one gap, counted (``dropped_grid_times``) and listed with its
-  times in the run summary; the analysis resumes at the newest grid times. A backlog
-  under that is caught up.
-  Until caught up, queued inputs stamped before that grid time (less 0.2 s) are skipped
-  unread and counted (``inputs_skipped_behind``): they could only fill the gap.
+- behind (lag above ``lag.warn_s``, until it is back under half of it): the node
+  advances the analysis every ``lag.behind_tick_period_s`` (0.2 s, from the input thread
+  or the timer, whichever holds the lock) instead of on each message that completes a
+  grid time, so each step takes in and analyses a larger batch at once (the per-step
+  costs dominate: about half the CPU per second of data). Every grid time is still
+  analysed and published, in bursts at that reduced rate; event detection goes on.
+- far behind (lag above the engine's ``max_backlog_s``, 2 s, while data comes in):
+  newest data first. The backlog is dropped as one gap, counted (``dropped_grid_times``)
+  and listed with its times in the run summary; the analysis resumes at the newest grid
+  times. A backlog under that is caught up. Until caught up, queued inputs stamped
+  before the grid time it resumed at (less 0.2 s) are skipped unread and counted
+  (``inputs_skipped_behind``): they could only fill the gap.
 - after a stall of the node itself (no tick for ``lag.away_s``), queued inputs are taken
   in (for up to 0.5 s) before the next analysis step, so the silence of the node is not
   judged as a silence of the robots' streams.
@@ -554,7 +554,7 @@ class DivergenceMonitor(Node):
     def _on_tick(self) -> None:
         now_ns = self._now_ns()
         self._publish_snapshot_notice()
-        if self._lag.away(now_ns) or self._lag.behind:
+        if self._lag.away(now_ns):
             # Take in what queued up first: the node's silence is not the streams'.
             self._lag.drained += self._take_queued_inputs()
             now_ns = self._now_ns()
