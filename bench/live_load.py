@@ -417,6 +417,7 @@ def _run_phases(duration_s: float, rate_hz: float, monitor_params: list[str] | N
         "joint_outputs": int(lat.size),
         "joint_outputs_total": len(outputs),
         "max_silence_s": _max_silence_s([a for _, a in outputs], monitor_run["window_ns"]),
+        "silences_over_half_s": _silences([a for _, a in outputs], monitor_run["window_ns"], 0.5),
         "published": published,
         "monitor_accepted_per_topic": per_topic,
         "bare_received": sum(bare_counts.values()),
@@ -474,6 +475,15 @@ def _load_figures(outputs: list[tuple[int, int]], lag_reports: list[tuple[int, i
         "gaps_reported": monitor_load.get("dropped_grid_times") == observed_gaps,
     })
     return figures
+
+
+def _silences(arrivals_ns: list[int], window_ns: tuple[int, int], longer_s: float) -> list[list[float]]:
+    """[start (s from the publishing window's start), length (s)] of each silence of the
+    joints output longer than longer_s (from the first output on)."""
+    start, end = window_ns
+    edges = sorted(a for a in arrivals_ns if start <= a <= end) + [end]
+    return [[round((a - start) * 1e-9, 2), round((b - a) * 1e-9, 2)] for a, b in zip(edges, edges[1:])
+            if b - a > longer_s * 1e9]
 
 
 def _max_silence_s(arrivals_ns: list[int], window_ns: tuple[int, int]) -> float | None:
