@@ -438,12 +438,12 @@ def _run_phases(duration_s: float, rate_hz: float, monitor_params: list[str] | N
             (pub_times - (first + period * np.arange(pub_times.size))) * 1e-6, 99)) if pub_times.size else None,
         "latency_percentiles_ms": {str(q): float(np.percentile(lat, q)) for q in (50, 90, 95, 99, 99.9)} if lat.size else {},
         "monitor_log_tail": monitor_log.splitlines()[-3:] if monitor.returncode else [],
-        **_load_figures(outputs, lag_reports, monitor_load),
+        **_load_figures(outputs, lag_reports, monitor_load, first + (pub_times.size - 1) * period),
     }
 
 
 def _load_figures(outputs: list[tuple[int, int]], lag_reports: list[tuple[int, int, float]],
-                  monitor_load: dict) -> dict:
+                  monitor_load: dict, data_end_ns: int) -> dict:
     """Lag and gaps as this process saw them, against what the monitor reported.
 
     ``observed_lag_s``: before each /divergence/joints message, its arrival minus the grid
@@ -451,8 +451,9 @@ def _load_figures(outputs: list[tuple[int, int]], lag_reports: list[tuple[int, i
     which the lag of what was analysed can only exceed. Each stretch where it exceeded
     0.5 s must be followed within REPORT_WITHIN_S by a /diagnostics lag status of WARN or
     ERROR or a /divergence/summary whose lag exceeded 0.5 s (``lag_reported``).
-    ``gaps_observed``: grid times between the first and last joints message that never
-    came, against the grid times the monitor reported dropped (``gaps_reported``: equal).
+    ``gaps_observed``: grid times with data (from the first joints message to the last
+    sample published) that never came out; ``gaps_reported``: exactly those the monitor
+    listed as dropped in that span (its gaps carry their grid times on the same clock).
     """
     figures: dict = {"max_lag_s": monitor_load.get("max_lag_s"), "behind_share": monitor_load.get("behind_share"),
                      "gaps_dropped": monitor_load.get("dropped_grid_times"), "monitor_gaps": monitor_load.get("gaps")}
@@ -467,12 +468,24 @@ def _load_figures(outputs: list[tuple[int, int]], lag_reports: list[tuple[int, i
                   if not any(at - 1e9 * lag <= when <= at + REPORT_WITHIN_S * 1e9 for when in warned)]
     grid_ns = min(b - a for a, b in zip(sorted(stamps), sorted(stamps)[1:]) if b > a)
     unique = sorted(set(stamps))
-    observed_gaps = (unique[-1] - unique[0]) // grid_ns + 1 - len(unique)
+    # Grid times with data (from the first output to the last sample published) never output,
+    # against those the monitor dropped in the same span.
+    last_ns = min(data_end_ns, max(unique[-1], max((g["last_grid_ns"] for g in monitor_load.get("gaps", [])),
+                                                   default=unique[-1])))
+    expected = set(range(unique[0], last_ns + 1, grid_ns))
+    missing = expected - set(unique)
+    dropped = {t for g in monitor_load.get("gaps", []) for t in range(g["first_grid_ns"], g["last_grid_ns"] + 1, grid_ns)}
+    observed_gaps = len(missing)
     figures.update({
         "observed_max_lag_s": max(lag for _, lag in lags), "late_outputs": len(late),
         "lag_reported": not unreported, "lag_unreported_outputs": len(unreported),
+        # [s from the first output, lag s] of the late outputs no report covered, and when reports warned.
+        "lag_unreported": [[round((at - arrivals[0]) * 1e-9, 2), round(lag, 3)] for at, lag in late
+                           if at in set(unreported)][:20],
+        "lag_warned_at_s": [round((when - arrivals[0]) * 1e-9, 2) for when in warned][:40],
         "gaps_observed": int(observed_gaps),
-        "gaps_reported": monitor_load.get("dropped_grid_times") == observed_gaps,
+        "gaps_reported": missing == (dropped & expected),
+        "gaps_missing_not_dropped": len(missing - dropped), "gaps_dropped_but_output": len(dropped & set(unique)),
     })
     return figures
 

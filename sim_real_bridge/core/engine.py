@@ -765,7 +765,8 @@ class DivergenceEngine:
         load.update({
             "dropped_grid_times": self.skipped_count, "dropped_s": round(self.skipped_count * self.dt_ns * 1e-9, 3),
             "gaps": [{"start_s": round(self.to_seconds(a), 3), "end_s": round(self.to_seconds(b), 3),
-                      "grid_times": (b - a) // self.dt_ns + 1} for a, b in self.gaps],
+                      "grid_times": (b - a) // self.dt_ns + 1, "first_grid_ns": a, "last_grid_ns": b}
+                     for a, b in self.gaps],
         })
         load["degraded"] = bool(load["max_lag_s"] > BEHIND_S or self.skipped_count)
         return load

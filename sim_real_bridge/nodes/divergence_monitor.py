@@ -653,9 +653,12 @@ class DivergenceMonitor(Node):
         """How far behind the analysis is: the level of the largest lag since the last report."""
         now_ns = self._now_ns()
         lag_ns = self._engine.lag_ns(now_ns)
-        self._lag.observe(lag_ns)
-        worst_ns = self._lag.take_window_max()
         meter = self._engine.lag
+        self._lag.observe(lag_ns)
+        if meter.max_lag_ns > self._lag.meter_max_ns:  # a lag the steps did not see (start-up, a batch)
+            self._lag.meter_max_ns = meter.max_lag_ns
+            self._lag.observe(meter.max_lag_ns)
+        worst_ns = self._lag.take_window_max()
         values = {"lag_s": (lag_ns or 0) * 1e-9, "max_lag_s": worst_ns * 1e-9, "run_max_lag_s": meter.max_lag_ns * 1e-9,
                   "behind_share": meter.behind_share(), "behind": self._lag.behind,
                   "behind_mode_s": self._lag.behind_total_ns(now_ns) * 1e-9,
@@ -749,6 +752,7 @@ class _LagState:
         self.drained = 0
         self.skipped_inputs = 0
         self.drains_cut_short = 0
+        self.meter_max_ns = 0  # the engine's largest lag when last reported
         #: While set (after a backlog was dropped, until caught up): inputs stamped before it are skipped.
         self.skip_before_ns: int | None = None
         self._last_tick_ns: int | None = None
