@@ -55,6 +55,7 @@ TOPICS = ("/sim/joint_states", "/real/joint_states", "/sim/wrench", "/real/wrenc
 N_JOINTS = 7
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 STALL_MS = 5.0  # a sleep held this much longer than asked counts as a machine stall
+REPORT_WITHIN_S = 3.0  # a lag must show on /diagnostics (1 Hz) or /divergence/summary (1 Hz) within this
 
 
 def _env() -> dict[str, str]:
@@ -184,7 +185,16 @@ def run_bare() -> None:
         rclpy.spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except RuntimeError as error:  # rclpy can fail a take under SIGINT: the counts stand
+        print(f"spin ended: {error}", file=sys.stderr)
     print(json.dumps({"received": counts}), flush=True)
+
+
+def run_hog() -> None:
+    """Role ``hog``: keep one core busy until killed (the load a test run or a build puts beside the monitor)."""
+    count = 0
+    while True:
+        count += 1
 
 
 def run_probe(duration_s: float) -> None:
@@ -264,15 +274,26 @@ def _stop(proc: subprocess.Popen) -> str:
     return out
 
 
-def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | None = None) -> dict:
-    """Both phases; returns the result dict."""
+def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | None = None, hog: int = 0) -> dict:
+    """Both phases (with ``hog`` busy loops running beside them); returns the result dict."""
+    hogs = [_start([__file__, "--role", "hog"], _env()) for _ in range(hog)]
+    try:
+        return _run_phases(duration_s, rate_hz, monitor_params)
+    finally:
+        for proc in hogs:
+            proc.kill()
+            proc.wait()
+
+
+def _run_phases(duration_s: float, rate_hz: float, monitor_params: list[str] | None) -> dict:
+    """The bare phase, then the monitor phase."""
     import numpy as np
     import rclpy
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-    from sim_real_bridge.msg import JointDivergence
+    from sim_real_bridge.msg import DivergenceSummary, JointDivergence
 
     load_before = os.getloadavg()[0]
     env = _env()
@@ -284,7 +305,10 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
     _read_json_line(bare, "ready", 30.0)
     bare_run = _publish_and_measure(bare.pid, duration_s, rate_hz, env)
     time.sleep(0.5)
-    bare_counts = json.loads(next(line for line in _stop(bare).splitlines() if "received" in line))["received"]
+    lines = [line for line in _stop(bare).splitlines() if "received" in line]
+    if not lines:
+        raise RuntimeError(f"the bare subscriber reported no counts (exit {bare.returncode}): {_log_text(bare)[-2000:]}")
+    bare_counts = json.loads(lines[0])["received"]
 
     # Phase 2: the monitor, watched from this process.
     rclpy.init()
@@ -307,10 +331,21 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
             statuses[status.name] = {kv.key: kv.value for kv in status.values}
             if watching.is_set() and status.name.endswith(": alignment"):
                 floors_s.extend(float(kv.value) for kv in status.values if kv.key.startswith("transport_floor_s."))
+            if watching.is_set() and status.name.endswith(": lag"):
+                values = {kv.key: kv.value for kv in status.values}
+                lag_reports.append((time.time_ns(), status.level[0] if isinstance(status.level, bytes) else status.level,
+                                    float(values.get("max_lag_s", 0.0))))
+
+    lag_reports: list[tuple[int, int, float]] = []  # (arrival, level, largest lag since the last report)
+
+    def on_summary(msg: DivergenceSummary) -> None:
+        if watching.is_set():
+            lag_reports.append((time.time_ns(), 1 if msg.lag_s > 0.5 else 0, float(msg.lag_s)))
 
     qos = QoSProfile(depth=200, reliability=ReliabilityPolicy.RELIABLE)
     node.create_subscription(JointDivergence, "/divergence/joints", on_joints, qos)
     node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, qos)
+    node.create_subscription(DivergenceSummary, "/divergence/summary", on_summary, qos)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
@@ -333,6 +368,8 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
         monitor_log = _log_text(monitor)
         events_path = Path(out_dir) / "events.jsonl"
         logged = [json.loads(line) for line in events_path.read_text().splitlines()] if events_path.is_file() else []
+        summary_path = Path(out_dir) / "monitor_summary.json"
+        monitor_load = json.loads(summary_path.read_text()).get("load", {}) if summary_path.is_file() else {}
     executor.shutdown()
     node.destroy_node()
     rclpy.shutdown()
@@ -379,6 +416,8 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
         "max_latency_ms": float(np.max(lat)) if lat.size else None,
         "joint_outputs": int(lat.size),
         "joint_outputs_total": len(outputs),
+        "max_silence_s": _max_silence_s([a for _, a in outputs], monitor_run["window_ns"]),
+        "silences_over_half_s": _silences([a for _, a in outputs], monitor_run["window_ns"], 0.5),
         "published": published,
         "monitor_accepted_per_topic": per_topic,
         "bare_received": sum(bare_counts.values()),
@@ -399,7 +438,76 @@ def run_bench(duration_s: float, rate_hz: float, monitor_params: list[str] | Non
             (pub_times - (first + period * np.arange(pub_times.size))) * 1e-6, 99)) if pub_times.size else None,
         "latency_percentiles_ms": {str(q): float(np.percentile(lat, q)) for q in (50, 90, 95, 99, 99.9)} if lat.size else {},
         "monitor_log_tail": monitor_log.splitlines()[-3:] if monitor.returncode else [],
+        **_load_figures(outputs, lag_reports, monitor_load, first + (pub_times.size - 1) * period),
     }
+
+
+def _load_figures(outputs: list[tuple[int, int]], lag_reports: list[tuple[int, int, float]],
+                  monitor_load: dict, data_end_ns: int) -> dict:
+    """Lag and gaps as this process saw them, against what the monitor reported.
+
+    ``observed_lag_s``: before each /divergence/joints message, its arrival minus the grid
+    time of the previous one (all on the system clock): the lag of what was published,
+    which the lag of what was analysed can only exceed. Each stretch where it exceeded
+    0.5 s must be followed within REPORT_WITHIN_S by a /diagnostics lag status of WARN or
+    ERROR or a /divergence/summary whose lag exceeded 0.5 s (``lag_reported``).
+    ``gaps_observed``: grid times with data (from the first joints message to the last
+    sample published) that never came out; ``gaps_reported``: exactly those the monitor
+    listed as dropped in that span (its gaps carry their grid times on the same clock).
+    """
+    figures: dict = {"max_lag_s": monitor_load.get("max_lag_s"), "behind_share": monitor_load.get("behind_share"),
+                     "gaps_dropped": monitor_load.get("dropped_grid_times"), "monitor_gaps": monitor_load.get("gaps")}
+    if len(outputs) < 2:
+        return {**figures, "lag_reported": None, "gaps_reported": None}
+    stamps = [t for t, _ in outputs]
+    arrivals = [a for _, a in outputs]
+    lags = [(arrivals[i + 1], (arrivals[i + 1] - stamps[i]) * 1e-9) for i in range(len(outputs) - 1)]
+    late = [(at, lag) for at, lag in lags if lag > 0.5]
+    warned = [when for when, level, _ in lag_reports if level >= 1]
+    unreported = [at for at, lag in late
+                  if not any(at - 1e9 * lag <= when <= at + REPORT_WITHIN_S * 1e9 for when in warned)]
+    grid_ns = min(b - a for a, b in zip(sorted(stamps), sorted(stamps)[1:]) if b > a)
+    unique = sorted(set(stamps))
+    # Grid times with data (from the first output to the last sample published) never output,
+    # against those the monitor dropped in the same span.
+    last_ns = min(data_end_ns, max(unique[-1], max((g["last_grid_ns"] for g in monitor_load.get("gaps", [])),
+                                                   default=unique[-1])))
+    expected = set(range(unique[0], last_ns + 1, grid_ns))
+    missing = expected - set(unique)
+    dropped = {t for g in monitor_load.get("gaps", []) for t in range(g["first_grid_ns"], g["last_grid_ns"] + 1, grid_ns)}
+    observed_gaps = len(missing)
+    figures.update({
+        "observed_max_lag_s": max(lag for _, lag in lags), "late_outputs": len(late),
+        "lag_reported": not unreported, "lag_unreported_outputs": len(unreported),
+        # [s from the first output, lag s] of the late outputs no report covered, and when reports warned.
+        "lag_unreported": [[round((at - arrivals[0]) * 1e-9, 2), round(lag, 3)] for at, lag in late
+                           if at in set(unreported)][:20],
+        "lag_warned_at_s": [round((when - arrivals[0]) * 1e-9, 2) for when in warned][:40],
+        "gaps_observed": int(observed_gaps),
+        "gaps_reported": missing == (dropped & expected),
+        "gaps_missing_not_dropped": len(missing - dropped), "gaps_dropped_but_output": len(dropped & set(unique)),
+    })
+    return figures
+
+
+def _silences(arrivals_ns: list[int], window_ns: tuple[int, int], longer_s: float) -> list[list[float]]:
+    """[start (s from the publishing window's start), length (s)] of each silence of the
+    joints output longer than longer_s (from the first output on)."""
+    start, end = window_ns
+    edges = sorted(a for a in arrivals_ns if start <= a <= end) + [end]
+    return [[round((a - start) * 1e-9, 2), round((b - a) * 1e-9, 2)] for a, b in zip(edges, edges[1:])
+            if b - a > longer_s * 1e9]
+
+
+def _max_silence_s(arrivals_ns: list[int], window_ns: tuple[int, int]) -> float | None:
+    """Longest time without a /divergence/joints message during the publishing window,
+    from the first output on (start-up excluded) to the window's end."""
+    start, end = window_ns
+    inside = sorted(a for a in arrivals_ns if start <= a <= end)
+    if not inside:
+        return None
+    edges = inside + [end]
+    return max(b - a for a, b in zip(edges, edges[1:])) * 1e-9
 
 
 def main() -> int:
@@ -410,7 +518,9 @@ def main() -> int:
     parser.add_argument("--monitor-param", action="append", default=[], metavar="NAME:=VALUE",
                         help="extra monitor parameter (repeatable)")
     parser.add_argument("--pub-times", default="", help=argparse.SUPPRESS)
-    parser.add_argument("--role", choices=("bench", "publisher", "bare", "probe"), default="bench",
+    parser.add_argument("--hog", type=int, default=0, metavar="N",
+                        help="run N busy-loop processes beside the listener in both phases")
+    parser.add_argument("--role", choices=("bench", "publisher", "bare", "probe", "hog"), default="bench",
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role == "publisher":
@@ -422,7 +532,10 @@ def main() -> int:
     if args.role == "probe":
         run_probe(args.duration_s)
         return 0
-    result = run_bench(args.duration_s, args.rate_hz, args.monitor_param)
+    if args.role == "hog":
+        run_hog()
+        return 0
+    result = run_bench(args.duration_s, args.rate_hz, args.monitor_param, args.hog)
     result["monitor_params"] = args.monitor_param
     if args.json:
         print(json.dumps(result))

@@ -59,6 +59,11 @@ def divergence_summary_msg(msgs: Any, key_value_cls: type, record: Any) -> Any:
     msg.clock_offset_s = float(record.clock_offset_s)
     msg.latency_s = float(record.latency_s)
     msg.clock_resets = int(record.clock_resets)
+    msg.lag_s = float(record.lag_s)
+    msg.max_lag_s = float(record.max_lag_s)
+    msg.behind_share = float(record.behind_share)
+    msg.dropped_grid_times = int(record.dropped_grid_times)
+    msg.dropped_s = float(record.dropped_s)
     return msg
 
 

@@ -46,7 +46,8 @@ class EngineConfig:
         ledger_q_scale_rad: joint residual scale of the ledger energy.
         ledger_force_scale_n: force residual scale of the ledger energy.
         compensate_latency: remove the estimated latency from the published residuals.
-        max_backlog_s: analysis never lags ``now`` by more than this (skips ahead).
+        max_backlog_s: analysis never lags ``now`` by more than this: a backlog beyond it is
+            dropped as one counted gap and the analysis resumes at the newest grid times.
         live_batch_s: live, joint residuals leave as each grid time is due; the rest of
             the analysis runs on the grid times due over this long, as one batch.
         segment_gap_s: replay: a gap this long in the recording splits it into segments
@@ -84,7 +85,7 @@ class EngineConfig:
     ledger_q_scale_rad: float = 0.01
     ledger_force_scale_n: float = 2.0
     compensate_latency: bool = False
-    max_backlog_s: float = 3.0
+    max_backlog_s: float = 2.0
     live_batch_s: float = 0.1
     segment_gap_s: float = 5.0
     stats_max_samples: int = 180_000

@@ -38,6 +38,7 @@ from sim_real_bridge.core.config import EngineConfig, config_to_dict
 from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventTracker
 from sim_real_bridge.core.health import StreamHealth
 from sim_real_bridge.core.joint_names import pair_joints
+from sim_real_bridge.core.lag import BEHIND_S, LagMeter
 from sim_real_bridge.core.ledger import ResidualLedger
 from sim_real_bridge.core.outputs import (
     PHASE_CONTACT,
@@ -58,7 +59,7 @@ from sim_real_bridge.core.read_stage import (
     read_health,
     read_joints,
 )
-from sim_real_bridge.core.schedule import NEVER_NS, decision_times, ready_times
+from sim_real_bridge.core.schedule import NEVER_NS, ready_times
 from sim_real_bridge.core.statistics import RunStatistics
 from sim_real_bridge.errors import ConfigError
 
@@ -128,6 +129,10 @@ class DivergenceEngine:
         self.skipped_count = 0
         #: Replay: the (first, last) grid time analysed of each stretch of the recording.
         self.segments: list[tuple[int, int]] = []
+        #: The (first, last) grid time of each span dropped unanalysed (more than max_backlog_s behind).
+        self.gaps: list[tuple[int, int]] = []
+        #: How far behind now the analysis ran (see :mod:`~sim_real_bridge.core.lag`).
+        self.lag = LagMeter()
         self._trimmed_ns: int | None = None
         self._last_fit_ns: int | None = None
         self._state = scan.ScanState()
@@ -360,11 +365,14 @@ class DivergenceEngine:
     def _due_now(self, now_ns: int, out: EngineOutput) -> None:
         """Grid times due at now_ns: their joints go to the sink, the rest waits for the batch."""
         backlog_ns = int(self.config.max_backlog_s * 1e9)
-        if self.next_grid_ns is not None and self.next_grid_ns < now_ns - backlog_ns:
-            # Older than the backlog allows: dropped and counted, never ticked through.
-            resume = self._next_after(now_ns - backlog_ns - 1)
+        if (self.next_grid_ns is not None and self.next_grid_ns < now_ns - backlog_ns
+                and self._receiving(np.array([now_ns], dtype=np.int64))[0]):
+            # Further behind than the backlog allows while data comes in: newest data first.
+            # The backlog is dropped as one counted gap; the analysis resumes a horizon before now.
+            resume = max(self._resume_after_jump(now_ns), self.next_grid_ns + self.dt_ns)
             out.skipped = (resume - self.next_grid_ns) // self.dt_ns
             self.skipped_count += out.skipped
+            self.gaps.append((self.next_grid_ns, resume - self.dt_ns))
             self.next_grid_ns = resume
         candidates = self._candidates(now_ns)
         if candidates is None or not len(candidates):
@@ -384,6 +392,28 @@ class DivergenceEngine:
                                              np.full(due, self._state.latency[0]), np.full(due, self._state.latency[1]))
         if self.joint_sink is not None and len(out.joints):
             self.joint_sink(out.joints)
+
+    def _resume_after_jump(self, now_ns: int) -> int:
+        """The grid time the analysis resumes at after dropping its backlog at now_ns: the
+        first one whose horizon is still open (an older one would be judged by the stall
+        rule on buffers that still lack what queued up meanwhile)."""
+        return self._next_after(now_ns - int(self.config.horizon_s * 1e9))
+
+    def _receiving(self, ticks_ns: np.ndarray) -> np.ndarray:
+        """(K,) whether any waited stream received a row within a horizon before each tick
+        (a backlog is only dropped while data comes in: silent streams leave nothing behind)."""
+        horizon_ns = int(self.config.horizon_s * 1e9)
+        out = np.zeros(len(ticks_ns), dtype=bool)
+        for buffer, _ in self._waited_streams():
+            arrivals = buffer.arrivals_ns
+            if len(arrivals):
+                before = np.searchsorted(arrivals, ticks_ns, side="right") - 1
+                out |= (before >= 0) & (arrivals[np.maximum(before, 0)] > ticks_ns - horizon_ns)
+        return out
+
+    def lag_ns(self, now_ns: int) -> int | None:
+        """Now minus the newest grid time analysed (None before the first)."""
+        return self.lag.lag_ns(now_ns)
 
     def _analyse_due(self) -> EngineOutput:
         """The rest of the analysis of the grid times whose joints went out already."""
@@ -411,7 +441,9 @@ class DivergenceEngine:
         total = max(1, sum(len(rows) for _, _, rows in plans))
         parts: list[EngineOutput] = []
         done = 0
-        for candidates, decision, rows in plans:
+        for segment, (candidates, decision, rows) in enumerate(plans):
+            if segment:
+                self.lag.restart()
             for start in range(0, len(rows), batch_rows):
                 chunk = rows[start:start + batch_rows]
                 parts.append(self._analyse(candidates[chunk], decision[chunk]))
@@ -439,15 +471,55 @@ class DivergenceEngine:
         ready = ready_times(candidates, self._waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
         # Live, nothing is analysed before both sides' joints were received (they must pair first).
         paired_ns = max(self.sides[side].joints.first_recv_ns for side in SIDES)  # type: ignore[union-attr]
-        decision, skipped = decision_times(candidates, np.maximum(ready, paired_ns), ticks, backlog_ns)
+        decision, skipped, resume = self._decide_with_jumps(candidates, np.maximum(ready, paired_ns), ticks)
         decided = decision != NEVER_NS
         self.skipped_count += int(skipped.sum())
         rows = np.flatnonzero(decided & ~skipped)
-        undecided = np.flatnonzero(~decided)
-        self.next_grid_ns = int(candidates[undecided[0]]) if undecided.size else int(candidates[-1]) + self.dt_ns
+        undecided = np.flatnonzero(~decided & ~skipped)
+        self.next_grid_ns = int(candidates[undecided[0]]) if undecided.size else max(
+            int(candidates[-1]) + self.dt_ns, resume)
         if rows.size:
             self.segments.append((int(candidates[rows[0]]), int(candidates[rows[-1]])))
         return candidates, decision, rows
+
+    def _decide_with_jumps(self, candidates: np.ndarray, ready_ns: np.ndarray, ticks: np.ndarray
+                           ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Replay of the live rules: each grid time is decided at the first tick it is
+        ready, in order; at a tick where the next grid time is older than max_backlog_s
+        and data comes in, the backlog is dropped up to :meth:`_resume_after_jump` (one
+        pass per jump).
+
+        Returns:
+            (decision (K,), NEVER_NS where no tick decided it; skipped (K,): dropped;
+            the grid time after the last jump, or 0).
+        """
+        backlog_ns = int(self.config.max_backlog_s * 1e9)
+        at = np.searchsorted(ticks, ready_ns, side="left")
+        first_ready_tick = np.where(at < len(ticks), ticks[np.minimum(at, len(ticks) - 1)], NEVER_NS)
+        decision = np.full(len(candidates), NEVER_NS, dtype=np.int64)
+        skipped = np.zeros(len(candidates), dtype=bool)
+        start, floor, resume = 0, int(ticks[0]), 0
+        receiving = self._receiving(ticks)
+        while start < len(candidates):
+            part = np.maximum.accumulate(np.maximum(first_ready_tick[start:], floor))
+            decision[start:] = part
+            later, later_receiving = ticks[ticks >= floor], receiving[ticks >= floor]
+            # At each tick, the next grid time is the first not decided before it.
+            pending = np.searchsorted(part, later, side="left")
+            next_t = np.where(pending < len(part), candidates[start + np.minimum(pending, len(part) - 1)],
+                              NEVER_NS)
+            late = np.flatnonzero((next_t < later - backlog_ns) & later_receiving)
+            if not late.size:
+                break
+            floor = int(later[late[0]])
+            resume = self._resume_after_jump(floor)
+            first = start + int(pending[late[0]])
+            end = max(first + 1, int(np.searchsorted(candidates, resume, side="left")))
+            skipped[first:end] = True
+            decision[first:end] = floor
+            self.gaps.append((int(candidates[first]), int(candidates[end - 1])))
+            start = end
+        return decision, skipped, resume
 
     def finish(self, now_ns: int | None = None) -> EngineOutput:
         """End of run: analyse what is due at now_ns (if given) and close every open event."""
@@ -577,6 +649,7 @@ class DivergenceEngine:
                     self._ledger.count_event(record.category)
                 out.events.append((decision, record))
             self._ledger.add(t, verdict.top, energy[k])
+            self.lag.note(decision, t)
             if self.summary_period_ns is not None:
                 if self._next_summary_ns is None or decision - self._next_summary_ns > self.summary_period_ns:
                     self._next_summary_ns = decision  # (the first, or after a gap: not one per period through it)
@@ -678,7 +751,25 @@ class DivergenceEngine:
             ee_position_rms_m=self.statistics.rms("ee"), force_residual_rms_n=self.statistics.rms("f"),
             event_count=self._events.event_count, open_event_count=len(self._events.open_categories()),
             rejected_count=int(sum(self.rejected.values())), rejected_by_reason=dict(self.rejected),
-            clock_offset_s=offset_s, latency_s=latency_s, clock_resets=self.clock_resets)
+            clock_offset_s=offset_s, latency_s=latency_s, clock_resets=self.clock_resets,
+            lag_s=(self.lag.lag_ns(now_ns) or 0) * 1e-9, max_lag_s=self.lag.max_lag_ns * 1e-9,
+            behind_share=self.lag.behind_share(),
+            dropped_grid_times=self.skipped_count, dropped_s=self.skipped_count * self.dt_ns * 1e-9)
+
+    def load_summary(self) -> dict[str, Any]:
+        """How far behind the analysis ran and what it dropped (summary.json ``load``):
+        lag figures from the run's start on (:class:`~sim_real_bridge.core.lag.LagMeter`),
+        the gaps dropped, and ``degraded``: the lag exceeded BEHIND_S or grid times were
+        dropped."""
+        load = self.lag.as_dict(self.to_seconds, self.t0_ns() if self.first_command_ns is not None else None)
+        load.update({
+            "dropped_grid_times": self.skipped_count, "dropped_s": round(self.skipped_count * self.dt_ns * 1e-9, 3),
+            "gaps": [{"start_s": round(self.to_seconds(a), 3), "end_s": round(self.to_seconds(b), 3),
+                      "grid_times": (b - a) // self.dt_ns + 1, "first_grid_ns": a, "last_grid_ns": b}
+                     for a, b in self.gaps],
+        })
+        load["degraded"] = bool(load["max_lag_s"] > BEHIND_S or self.skipped_count)
+        return load
 
     def event_dicts(self) -> list[dict[str, Any]]:
         """Closed and open events as summary.json entries (seconds from the run's start)."""
@@ -710,6 +801,7 @@ class DivergenceEngine:
             "ledger": self._ledger.as_dict(),
             "segments": [{"start_s": round(self.to_seconds(a), 6), "end_s": round(self.to_seconds(b), 6)}
                          for a, b in self.segments],
+            "load": self.load_summary(),
             "counts": {"analysis_ticks": self.analysis_count, "skipped_ticks": self.skipped_count,
                        "commands": self.command_count, "rejected": dict(self.rejected),
                        "events": self._events.event_count},

@@ -128,6 +128,11 @@ class SummaryRecord:
     clock_offset_s: float
     latency_s: float
     clock_resets: int
+    lag_s: float = 0.0  # now minus the newest grid time analysed
+    max_lag_s: float = 0.0  # of the run so far
+    behind_share: float = 0.0  # share of the run so far spent more than BEHIND_S behind
+    dropped_grid_times: int = 0  # dropped unanalysed (more than max_backlog_s behind)
+    dropped_s: float = 0.0
 
 
 @dataclass

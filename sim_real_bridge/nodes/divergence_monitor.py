@@ -14,6 +14,31 @@ Subscribes (sensor-data QoS, through the message_filters API) to each side's
 
 Each event gets an MCAP snapshot of its window and a line in ``events.jsonl`` under
 ``output_dir``; on shutdown the run summary is written to ``monitor_summary.json``.
+
+Under load (a starved process, a busy machine) the monitor says how far behind it is
+and degrades in a stated way instead of going silent:
+
+- lag: now minus the newest grid time analysed (:mod:`~sim_real_bridge.core.lag`). It
+  is on ``/diagnostics`` (status ``divergence_monitor: lag``: WARN above ``lag.warn_s``,
+  0.5 s, ERROR above ``lag.error_s``, 2 s, judged on the largest lag since the previous
+  report so that a stall between two reports is not missed), in every
+  ``/divergence/summary`` (lag now, largest of the run, share of the run behind, grid
+  times dropped) and in the run summary's ``load`` block.
+- behind (lag above ``lag.warn_s``, until it is back under half of it): the node
+  advances the analysis every ``lag.behind_tick_period_s`` (0.2 s, from the input thread
+  or the timer, whichever holds the lock) instead of on each message that completes a
+  grid time, so each step takes in and analyses a larger batch at once (the per-step
+  costs dominate: about half the CPU per second of data). Every grid time is still
+  analysed and published, in bursts at that reduced rate; event detection goes on.
+- far behind (lag above the engine's ``max_backlog_s``, 2 s, while data comes in):
+  newest data first. The backlog is dropped as one gap, counted (``dropped_grid_times``)
+  and listed with its times in the run summary; the analysis resumes at the newest grid
+  times. A backlog under that is caught up. Until caught up, queued inputs stamped
+  before the grid time it resumed at (less 0.2 s) are skipped unread and counted
+  (``inputs_skipped_behind``): they could only fill the gap.
+- after a stall of the node itself (no tick for ``lag.away_s``), queued inputs are taken
+  in (for up to 0.5 s) before the next analysis step, so the silence of the node is not
+  judged as a silence of the robots' streams.
 """
 
 from __future__ import annotations
@@ -21,6 +46,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import struct
 import sys
 import threading
 import time
@@ -68,10 +94,18 @@ TICKS_TOPIC = "/divergence_monitor/ticks"
 TICKS_TYPE = "builtin_interfaces/msg/Time"
 SUMMARY_FILE = "monitor_summary.json"
 LEVELS = {0: OK, 1: WARN, 2: ERROR, 3: STALE}
+#: After a stall, queued inputs are taken in for at most this long before the analysis
+#: steps (what is left is taken in by the input thread; the streams are not silent then).
+DRAIN_MAX_S = 0.5
+#: While behind, after a backlog was dropped, inputs stamped this long before the grid
+#: time the analysis resumed at are skipped unread (counted): newest data first.
+SKIP_MARGIN_S = 0.2
+#: Header stamp of a little-endian CDR message: after the 4-byte encapsulation.
+STAMP = struct.Struct("<iI")
 
 #: Best effort (accepts reliable and best-effort publishers, like sensor-data QoS),
 #: with a queue deep enough to ride out a backlog as long as the engine's max_backlog_s
-#: (3 s) at 500 Hz, or a snapshot write at 1 kHz: a sample lost here would read as a dropout.
+#: (2 s) at 1 kHz, or a snapshot write at 1 kHz: a sample lost here would read as a dropout.
 INPUT_QOS = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=2000, reliability=ReliabilityPolicy.BEST_EFFORT)
 #: Direct CDR readers of the high-rate streams (rclpy's deserializer costs more than the analysis).
 FAST_READERS = {"joint_states": cdr.read_joint_state, "wrench": cdr.read_wrench_stamped}
@@ -110,6 +144,12 @@ NODE_PARAMETERS: dict[str, tuple[Any, str]] = {
     "fit.enabled": (False, "Fit simulator parameters to each closed dynamics or contact event's snapshot, in a "
                            "separate process, and publish the result on /divergence/fits (sim-real-bridge fit)."),
     "fit.model": ("arm7", "Model the live fits correct: a built-in robot name or an MJCF file."),
+    "lag.warn_s": (0.5, "Lag (now minus the newest grid time analysed) above which /diagnostics warns and the "
+                         "node advances in larger steps (behind)."),
+    "lag.error_s": (2.0, "Lag above which /diagnostics reports an error."),
+    "lag.behind_tick_period_s": (0.2, "While behind, the analysis advances at this period (larger batches)."),
+    "lag.away_s": (0.1, "A gap between ticks this long means the node was starved: queued inputs are taken "
+                        "in before it analyses again."),
     "record_inputs_path": ("", "Bag directory to record every input message to, as received (log time = "
                                "this node's receive time), and the analysis ticks, so replay repeats this "
                                "run's analysis; empty: off."),
@@ -209,6 +249,11 @@ class DivergenceMonitor(Node):
             self._inputs_bag.add_topic(TICKS_TOPIC, TICKS_TYPE)
         self._subscribers = []
         self._drain_sources: list[tuple[Any, Any]] = []
+        self._input_sources: list[tuple[Any, Any]] = []  # (subscriber, handle) of every high-rate input
+        self._lag = _LagState(
+            warn_ns=int(float(param("lag.warn_s")) * 1e9), error_ns=int(float(param("lag.error_s")) * 1e9),
+            behind_period_ns=int(float(param("lag.behind_tick_period_s")) * 1e9),
+            away_ns=int(float(param("lag.away_s")) * 1e9))
         # Held by every callback that touches the engine: the input thread and the timers.
         self._lock = threading.Lock()
         self._inputs: InputThread | None = None
@@ -229,11 +274,14 @@ class DivergenceMonitor(Node):
                     self._inputs_bag.add_topic(resolved, type_name)
                 qos = COMMAND_QOS if stream == "joint_trajectory" else INPUT_QOS
                 handle = self._input_callback(side, stream, resolved, msg_type, type_name)
+                if stream != "joint_trajectory":
+                    self._input_sources.append((None, handle))
                 if self._inputs is not None and stream != "joint_trajectory":
                     subscriber = message_filters.Subscriber(self, msg_type, topic, qos_profile=qos, raw=True,
                                                             callback_group=self._inputs.group)
                     subscriber.registerCallback(handle)
                     self._inputs.add(subscriber.sub)
+                    self._input_sources[-1] = (subscriber, handle)
                 else:
                     subscriber = message_filters.Subscriber(self, msg_type, topic, qos_profile=qos, raw=True)
                     if stream == "joint_trajectory":
@@ -241,6 +289,7 @@ class DivergenceMonitor(Node):
                     else:  # poses too: undrained, they queued for seconds
                         subscriber.registerCallback(self._draining(handle))
                         self._drain_sources.append((subscriber, handle))
+                        self._input_sources[-1] = (subscriber, handle)
                 self._subscribers.append(subscriber)
 
         # Input-driven ticks analyse each grid time as soon as its samples are in (see
@@ -252,6 +301,7 @@ class DivergenceMonitor(Node):
         for topic in self._status:
             self._diagnostics.add(self._locked(lambda topic=topic: self._stream_diagnostic(topic)))
         self._diagnostics.add(self._locked(self._alignment_diagnostic))
+        self._diagnostics.add(self._locked(self._lag_diagnostic))
         self._diagnostics.add(self._locked(self._snapshot_diagnostic))
         if self._fits is not None:
             self._diagnostics.add(self._locked(self._fits.diagnostic))
@@ -307,6 +357,9 @@ class DivergenceMonitor(Node):
             recv_ns = self._now_ns()
             self._status[topic].on_message(recv_ns)
             self._latest_input_ns = max(self._latest_input_ns, recv_ns)
+            if self._lag.skip_before_ns is not None and self._stale(side, data):
+                self._lag.skipped_inputs += 1  # older than the gap just dropped: of no use
+                return
             if self._capture is not None:
                 self._capture.add_message(topic, type_name, recv_ns, data)
             if self._inputs_bag is not None:
@@ -326,7 +379,7 @@ class DivergenceMonitor(Node):
                 return
             # The message that completes a grid time is analysed and published at once:
             # the latency is then the analysis, not the wait for the next timer tick.
-            if stream in ("joint_states", "wrench") and self._engine.analysis_due():
+            if stream in ("joint_states", "wrench") and self._lag.step_on_message(recv_ns, self._engine.analysis_due):
                 self._on_tick()
 
         return on_message
@@ -501,8 +554,19 @@ class DivergenceMonitor(Node):
     def _on_tick(self) -> None:
         now_ns = self._now_ns()
         self._publish_snapshot_notice()
+        if self._lag.away(now_ns):
+            # Take in what queued up first: the node's silence is not the streams'.
+            self._lag.drained += self._take_queued_inputs()
+            now_ns = self._now_ns()
+        lag_ns = self._engine.lag_ns(now_ns)
+        if not self._lag.step_due(now_ns, lag_ns):
+            return
         self._tick_ns = now_ns
+        gaps = len(self._engine.gaps)
         out = self._engine.advance(now_ns)
+        if len(self._engine.gaps) > gaps:  # the backlog was dropped: skip what queued up before it
+            self._lag.skip_before_ns = self._engine.next_grid_ns - int(SKIP_MARGIN_S * 1e9)
+        self._lag.after_step(now_ns, self._engine.lag_ns(now_ns))
         if out.due or out.skipped:
             # Only ticks that found grid times due (or dropped) decide anything: replay needs those.
             self._note_tick(now_ns)
@@ -517,6 +581,43 @@ class DivergenceMonitor(Node):
                     self._fits.snapshot_written(result.request.event_id, result.path)
         if self._fits is not None:
             self._fits.poll(now_ns)
+
+    def _stale(self, side: str, data: bytes) -> bool:
+        """Whether a raw message's stamp, on the monitor clock, is older than skip_before_ns."""
+        floor_s = self._engine.transport_floor_s().get(side)
+        if floor_s is None or len(data) < 12 or data[1] != 1:  # only little-endian CDR is peeked at
+            return False
+        sec, nanosec = STAMP.unpack_from(data, 4)
+        return sec * 1_000_000_000 + nanosec + int(floor_s * 1e9) < self._lag.skip_before_ns  # type: ignore[operator]
+
+    def _take_queued_inputs(self) -> int:
+        """Hand every input message queued on the high-rate subscriptions to its callback
+        (for at most DRAIN_MAX_S); returns how many."""
+        taken = 0
+
+        def counted(handle: Callable[[Any], None]) -> Callable[[Any], None]:
+            def deliver(data: Any) -> None:
+                nonlocal taken
+                taken += 1
+                handle(data)
+            return deliver
+
+        self._lag.draining = True  # no analysis step per message while draining
+        deadline = time.monotonic() + DRAIN_MAX_S
+        try:
+            while time.monotonic() < deadline:
+                before = taken
+                for subscriber, handle in self._input_sources:
+                    if subscriber is not None and not take_queued(subscriber.sub, counted(handle),
+                                                                  self._input_thread_error):
+                        return taken
+                if taken == before:
+                    break
+            else:
+                self._lag.drains_cut_short += 1  # what is left may be judged silent (a hole, not a gap)
+        finally:
+            self._lag.draining = False
+        return taken
 
     def _on_summary(self) -> None:
         record = self._engine.summary(self._now_ns())
@@ -547,6 +648,33 @@ class DivergenceMonitor(Node):
         level = OK if self._engine.analysis_count else WARN
         message = "aligned" if self._engine.analysis_count else "waiting for both robots' joint_states"
         return make_status(f"{NODE_NAME}: alignment", level, message, values)
+
+    def _lag_diagnostic(self) -> Any:
+        """How far behind the analysis is: the level of the largest lag since the last report."""
+        now_ns = self._now_ns()
+        lag_ns = self._engine.lag_ns(now_ns)
+        meter = self._engine.lag
+        self._lag.observe(lag_ns)
+        if meter.max_lag_ns > self._lag.meter_max_ns:  # a lag the steps did not see (start-up, a batch)
+            self._lag.meter_max_ns = meter.max_lag_ns
+            self._lag.observe(meter.max_lag_ns)
+        worst_ns = self._lag.take_window_max()
+        values = {"lag_s": (lag_ns or 0) * 1e-9, "max_lag_s": worst_ns * 1e-9, "run_max_lag_s": meter.max_lag_ns * 1e-9,
+                  "behind_share": meter.behind_share(), "behind": self._lag.behind,
+                  "behind_mode_s": self._lag.behind_total_ns(now_ns) * 1e-9,
+                  "dropped_grid_times": self._engine.skipped_count,
+                  "dropped_s": self._engine.skipped_count * self._engine.dt_ns * 1e-9,
+                  "inputs_taken_after_stalls": self._lag.drained,
+                  "inputs_skipped_behind": self._lag.skipped_inputs, "drains_cut_short": self._lag.drains_cut_short}
+        level = ERROR if worst_ns > self._lag.error_ns else WARN if worst_ns > self._lag.warn_ns else OK
+        if level == OK:
+            message = "keeping up"
+        else:
+            message = (f"behind by up to {worst_ns * 1e-9:.2f} s: analysing in steps of "
+                       f"{self._lag.behind_period_ns * 1e-9:.1f} s")
+            if self._engine.skipped_count:
+                message += f"; {values['dropped_s']:.2f} s of backlog dropped in {len(self._engine.gaps)} gap(s)"
+        return make_status(f"{NODE_NAME}: lag", level, message, values)
 
     def _snapshot_diagnostic(self) -> Any:
         if self._snapshot_error is not None:
@@ -602,11 +730,80 @@ class DivergenceMonitor(Node):
         }
         summary["snapshot_error"] = self._snapshot_error
         summary["timing"]["clock_jumps"] = self.clock_jumps
+        summary["load"]["behind_mode_s"] = round(self._lag.behind_total_ns(now_ns) * 1e-9, 3)
+        summary["load"]["inputs_taken_after_stalls"] = self._lag.drained
+        summary["load"]["inputs_skipped_behind"] = self._lag.skipped_inputs
+        summary["load"]["drains_cut_short"] = self._lag.drains_cut_short
         path = self._output_dir / SUMMARY_FILE
         partial = path.with_name(f".{path.name}.partial")
         partial.write_text(json.dumps(summary, indent=2, default=float))
         os.replace(partial, path)
         return path
+
+
+class _LagState:
+    """The node's side of the lag: behind or not, when to step, the worst lag since the last report."""
+
+    def __init__(self, warn_ns: int, error_ns: int, behind_period_ns: int, away_ns: int) -> None:
+        self.warn_ns, self.error_ns = warn_ns, error_ns
+        self.behind_period_ns, self.away_ns = behind_period_ns, away_ns
+        self.behind = False
+        self.draining = False
+        self.drained = 0
+        self.skipped_inputs = 0
+        self.drains_cut_short = 0
+        self.meter_max_ns = 0  # the engine's largest lag when last reported
+        #: While set (after a backlog was dropped, until caught up): inputs stamped before it are skipped.
+        self.skip_before_ns: int | None = None
+        self._last_tick_ns: int | None = None
+        self._last_step_ns = 0
+        self._window_max_ns = 0
+        self._behind_since_ns: int | None = None
+        self._behind_ns = 0
+
+    def away(self, now_ns: int) -> bool:
+        """Whether the node went without a tick for away_ns (starved); notes this tick."""
+        away = self._last_tick_ns is not None and now_ns - self._last_tick_ns > self.away_ns
+        self._last_tick_ns = now_ns
+        return away
+
+    def step_on_message(self, now_ns: int, grid_time_due: Callable[[], bool]) -> bool:
+        """Whether an input message should step the analysis: keeping up, the one that
+        completes a grid time; behind, one every behind_period (the input thread steps
+        itself, so a timer kept off the lock cannot silence the outputs)."""
+        if self.draining:
+            return False
+        if self.behind:
+            return now_ns - self._last_step_ns >= self.behind_period_ns
+        return grid_time_due()
+
+    def observe(self, lag_ns: int | None) -> None:
+        if lag_ns is not None:
+            self._window_max_ns = max(self._window_max_ns, lag_ns)
+
+    def step_due(self, now_ns: int, lag_ns: int | None) -> bool:
+        """Whether to advance the analysis now: always when keeping up, every behind_period when behind."""
+        self.observe(lag_ns)
+        if lag_ns is not None and lag_ns > self.warn_ns and not self.behind:
+            self.behind, self._behind_since_ns = True, now_ns
+        return not self.behind or now_ns - self._last_step_ns >= self.behind_period_ns
+
+    def after_step(self, now_ns: int, lag_ns: int | None) -> None:
+        self._last_step_ns = now_ns
+        if self.behind and lag_ns is not None and lag_ns < self.warn_ns // 2:
+            self._behind_ns += now_ns - (self._behind_since_ns or now_ns)
+            self.behind, self._behind_since_ns = False, None
+            self.skip_before_ns = None
+
+    def take_window_max(self) -> int:
+        """The largest lag seen since the last call (then forgotten)."""
+        worst, self._window_max_ns = self._window_max_ns, 0
+        return worst
+
+    def behind_total_ns(self, now_ns: int) -> int:
+        """Time spent in the behind mode so far."""
+        open_ns = now_ns - self._behind_since_ns if self._behind_since_ns is not None else 0
+        return self._behind_ns + open_ns
 
 
 def _freeze_start_up_objects() -> None:

@@ -266,6 +266,8 @@ def _overview(page: _Page, data: RunReportData) -> None:
     if data.scenario:
         items.insert(0, ("scenario", data.scenario))
     page.add("overview", _cards(items))
+    if data.degradation():
+        page.add("overview", f'<div class="warn">{_esc(data.degradation())}</div>')
     for warning in data.warnings:
         page.add("overview", f'<div class="warn">{_esc(warning)}</div>')
     _analyses(page, data)

@@ -269,6 +269,9 @@ class RunReportData:
         snapshots: snapshot paths, relative to the report's directory.
         warnings: things a reader must know (missing topics, dropped messages).
         realtime_factor: analysis speed over real time, when measured.
+        load: how far behind the live monitor ran and what it dropped (summary.json
+            ``load``, repeated by replay at the live ticks); ``load["degraded"]`` marks
+            the scores as not representative of the analysis.
         sim_success, real_success, policy: episode labels for the roll-up, when known.
         report_href: relative link to this run's report, used by the roll-up.
         analyses: each analysis as ``{"analysis", "ran", "detail"}``: what ran, what was
@@ -293,12 +296,26 @@ class RunReportData:
     snapshots: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     realtime_factor: float | None = None
+    load: dict[str, Any] | None = None
     sim_success: bool | float | None = None
     real_success: bool | float | None = None
     policy: str | None = None
     report_href: str | None = None
     analyses: list[dict[str, Any]] = field(default_factory=list)
     segments: list[dict[str, Any]] = field(default_factory=list)
+
+    def degradation(self) -> str | None:
+        """One line saying when and how the run was degraded, or None when it was not."""
+        load = self.load or {}
+        if not load.get("degraded"):
+            return None
+        parts = [f"the live monitor fell up to {load.get('max_lag_s', 0.0):.2f} s behind "
+                 f"({load.get('behind_share', 0.0):.0%} of the run"
+                 + "".join(f"; {e['start_s']:.1f} to {e['end_s']:.1f} s" for e in load.get("behind_episodes", [])[:5]) + ")"]
+        if load.get("dropped_grid_times"):
+            parts.append(f"{load.get('dropped_s', 0.0):.2f} s dropped unanalysed in {len(load.get('gaps', []))} gap(s)"
+                         + "".join(f"; {g['start_s']:.1f} to {g['end_s']:.1f} s" for g in load.get("gaps", [])[:5]))
+        return "Degraded run: " + ", ".join(parts) + ". The scores are not representative of the analysis."
 
     def __post_init__(self) -> None:
         self.name = str(self.name)
@@ -367,6 +384,7 @@ class RunReportData:
             "policy": self.policy,
             "report_href": self.report_href,
             "warnings": list(self.warnings),
+            "degraded": self.degradation(),
         }
 
 

@@ -27,6 +27,30 @@ MONITOR_SUMMARY_NAME = "monitor_summary.json"
 STARTUP_TIMEOUT_S = 60.0
 #: How long the monitor may take to write its run summary after SIGINT.
 SHUTDOWN_TIMEOUT_S = 30.0
+#: A simulated robot slower than this share of real time makes the run degraded.
+REALTIME_FACTOR_MIN = 0.9
+
+
+def degradation(load: dict[str, Any], realtime_factor_by_node: dict[str, float]) -> dict[str, Any]:
+    """When and how a run was degraded: the monitor's lag and gaps, slow robots.
+
+    Returns:
+        {"degraded": bool, "reasons": [one line each], "slow_nodes": {status name: factor}}.
+    """
+    reasons = []
+    if load.get("max_lag_s", 0.0) > 0.5:
+        spans = ", ".join(f"{e['start_s']:.1f} to {e['end_s']:.1f} s" for e in load.get("behind_episodes", [])[:5])
+        reasons.append(f"the monitor fell up to {load['max_lag_s']:.2f} s behind, {load.get('behind_s', 0.0):.1f} s "
+                       f"({load.get('behind_share', 0.0):.0%}) of the run" + (f" (at {spans})" if spans else ""))
+    if load.get("dropped_grid_times"):
+        gaps = ", ".join(f"{g['start_s']:.1f} to {g['end_s']:.1f} s" for g in load.get("gaps", [])[:5])
+        reasons.append(f"{load.get('dropped_s', 0.0):.2f} s of backlog dropped unanalysed in "
+                       f"{len(load.get('gaps', []))} gap(s) ({gaps})")
+    slow = {name: rtf for name, rtf in realtime_factor_by_node.items() if rtf < REALTIME_FACTOR_MIN}
+    if slow:
+        reasons.append("simulated robots slower than real time: "
+                       + ", ".join(f"{name} {rtf:.2f}" for name, rtf in sorted(slow.items())))
+    return {"degraded": bool(reasons), "reasons": reasons, "slow_nodes": slow}
 
 
 @dataclass
@@ -70,9 +94,11 @@ class DemoObserver:
         self.events: dict[str, Any] = {}
         self.summary: Any | None = None
         self.realtime_factor: dict[str, float] = {}
+        self.refusals: dict[str, int] = {}  # the command mirror's refusals by kind
         node.create_subscription(InjectionArray, "/reality/injections", self._on_injections, LATCHED_QOS)
         node.create_subscription(InjectionArray, "/reality/injections", self._on_injections, OUTPUT_QOS)
         node.create_subscription(GapEvent, "/divergence/events", self._on_event, OUTPUT_QOS)
+        node.create_subscription(GapEvent, "/bridge/refusals", self._on_refusal, OUTPUT_QOS)
         node.create_subscription(DivergenceSummary, "/divergence/summary", self._on_summary, OUTPUT_QOS)
         node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, OUTPUT_QOS)
         node.create_subscription(JointTrajectory, "/bridge/joint_trajectory", self._on_command, OUTPUT_QOS)
@@ -96,6 +122,9 @@ class DemoObserver:
 
     def _on_event(self, msg: Any) -> None:
         self.events[msg.id] = msg
+
+    def _on_refusal(self, msg: Any) -> None:
+        self.refusals[msg.kind] = self.refusals.get(msg.kind, 0) + 1
 
     def _on_summary(self, msg: Any) -> None:
         self.summary = msg
@@ -148,10 +177,13 @@ def _render(observer: DemoObserver, scenario: str, duration_s: float) -> Any:
     return Panel(Group(head, bar, ledger, events), title="sim_real_bridge demo")
 
 
-def _score_table(scores: dict[str, Any]) -> Any:
+def _score_table(scores: dict[str, Any], degraded: bool = False) -> Any:
     from rich.table import Table
 
-    table = Table(title="detection by category (DESIGN.md matching rule)")
+    title = "detection by category (DESIGN.md matching rule)"
+    if degraded:
+        title += " - NOT REPRESENTATIVE: the run was degraded"
+    table = Table(title=title)
     for column in ("category", "truth", "events", "precision", "recall", "F1", "median delay s"):
         table.add_column(column, justify="right" if column != "category" else "left")
     for category, row in scores["per_category"].items():
@@ -309,14 +341,22 @@ def run_demo(request: DemoRequest) -> int:
             "realtime_factor_by_node": observer.realtime_factor,
             "injections_without_effect": observer.labels.without_effect(elapsed_s),
             "exit_codes": exit_codes,
+            "load": monitor_summary.get("load", {}),
+            "mirror_refusals": {"count": sum(observer.refusals.values()), "by_kind": dict(observer.refusals)},
         },
     )
+    summary["degradation"] = degradation(summary["load"], observer.realtime_factor)
     scores = summary["scores"]
     summary_path.parent.mkdir(parents=True, exist_ok=True)
     summary_path.write_text(json.dumps(summary, indent=2))
-    console.print(_score_table(scores))
+    degraded = summary["degradation"]
+    console.print(_score_table(scores, degraded["degraded"]))
     rtf = summary["realtime_factor"]
-    console.print(f"realtime factor of the simulated robots: {'n/a' if rtf is None else f'{rtf:.3f}'}")
+    console.print(f"realtime factor of the simulated robots: {'n/a' if rtf is None else f'{rtf:.3f}'}"
+                  + "".join(f"\n  {name}: {factor:.3f}" for name, factor in sorted(observer.realtime_factor.items())))
+    if degraded["degraded"]:
+        console.print("[bold yellow]degraded run[/]: " + "; ".join(degraded["reasons"])
+                      + ". The scores above are not representative of the analysis.")
     console.print(f"summary written to {summary_path}")
     return 0
 

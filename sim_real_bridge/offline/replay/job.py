@@ -128,7 +128,8 @@ def _analyse(run: RunSpec, config: ReplayConfig, started: float, on_progress: Ca
                              "counts": run_summary["counts"]}
     if truth_collector is not None:
         extra["injections_without_effect"] = truth_collector.without_effect(duration_s)
-    extra.update({"problems_by_topic": outcome.problems, "warnings": warnings, **({"labels": labels} if labels else {})})
+    extra.update({"problems_by_topic": outcome.problems, "warnings": warnings, **({"labels": labels} if labels else {}),
+                  "load": run_summary.get("load", {})})
     summary = build_summary(run_summary, scenario=scenario or run.name, duration_s=duration_s, truth=truth,
                             extra=extra)
     cpu_s = time.process_time() - started
@@ -274,7 +275,7 @@ def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: 
         scenario=summary.get("scenario"), joints=joint_series, contact=contact, pose=pose, timing=timing,
         events=events, truth=summary.get("truth"), ledger=ledger, calibration=calibration,
         scores=summary.get("scores"), warnings=list(warnings), realtime_factor=realtime_factor,
-        sim_success=labels.get("sim_success"), real_success=labels.get("real_success"), policy=labels.get("policy"),
+        load=run_summary.get("load"), sim_success=labels.get("sim_success"), real_success=labels.get("real_success"), policy=labels.get("policy"),
         analyses=list(summary.get("analyses", [])), segments=list(summary.get("segments", [])),
     )
 

@@ -1,0 +1,37 @@
+"""A degraded run says so: the demo's closing lines and the report mark its scores as
+not representative, with when and how (lag, gaps, slow robots)."""
+
+from __future__ import annotations
+
+from sim_real_bridge.offline.report import render_report
+from sim_real_bridge.offline.report_data import RunReportData
+from sim_real_bridge.ros.demo_session import degradation
+
+LOAD = {"max_lag_s": 3.2, "behind_s": 6.0, "behind_share": 0.2, "degraded": True,
+        "behind_episodes": [{"start_s": 4.0, "end_s": 10.0, "max_lag_s": 3.2}],
+        "dropped_grid_times": 60, "dropped_s": 1.2, "gaps": [{"start_s": 6.0, "end_s": 7.18, "grid_times": 60}]}
+KEPT_UP = {"max_lag_s": 0.12, "behind_s": 0.0, "behind_share": 0.0, "degraded": False, "behind_episodes": [],
+           "dropped_grid_times": 0, "dropped_s": 0.0, "gaps": []}
+
+
+def test_a_run_behind_with_a_gap_and_a_slow_robot_is_degraded_with_each_reason() -> None:
+    result = degradation(LOAD, {"sim_robot: simulation": 0.72, "reality_standin: simulation": 0.99})
+    assert result["degraded"] is True
+    lag, gap, slow = result["reasons"]
+    assert "3.20 s behind" in lag and "4.0 to 10.0 s" in lag
+    assert "1.20 s of backlog dropped" in gap and "6.0 to 7.2 s" in gap
+    assert "sim_robot: simulation 0.72" in slow and "reality_standin" not in slow
+    assert result["slow_nodes"] == {"sim_robot: simulation": 0.72}
+
+
+def test_a_run_that_kept_up_is_not_degraded() -> None:
+    assert degradation(KEPT_UP, {"sim_robot: simulation": 1.0}) == {"degraded": False, "reasons": [], "slow_nodes": {}}
+
+
+def test_the_report_marks_a_degraded_run_and_only_that() -> None:
+    degraded = RunReportData(name="r", duration_s=20.0, joint_names=["a"], load=LOAD)
+    line = degraded.degradation()
+    assert line is not None and "3.20 s behind" in line and "1.20 s dropped" in line
+    assert "not representative" in render_report(degraded)
+    assert "not representative" not in render_report(RunReportData(name="r", duration_s=20.0, joint_names=["a"],
+                                                                   load=KEPT_UP))
