@@ -2,10 +2,9 @@
 
 The one analysis, called the same way by the live monitor and by replay:
 
-1. intake: rows are handed over as they come (``add_*``: one message, or whole
-   recorded columns), checked (:mod:`~sim_real_bridge.core.intake`), mapped onto the
-   monitor clock (:mod:`~sim_real_bridge.core.clock`), and kept as time-sorted columns
-   per stream with their health marks (:mod:`~sim_real_bridge.core.health`);
+1. intake (:mod:`~sim_real_bridge.core.inputs`): rows are handed over as they come
+   (``add_*``: one message, or whole recorded columns), checked, mapped onto the
+   monitor clock, and kept as time-sorted columns per stream with their health marks;
 2. schedule: which grid times are due, and when each became due
    (:mod:`~sim_real_bridge.core.schedule`);
 3. read stage: every stream sampled at a batch of due grid times
@@ -22,27 +21,20 @@ per call); replay calls :meth:`DivergenceEngine.run` with the live node's tick t
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from sim_real_bridge.core import fits, intake, scan
 from sim_real_bridge.core.attribution import CATEGORIES
-from sim_real_bridge.core.buffers import StreamBuffer
-from sim_real_bridge.core.clock import ClockMap
 from sim_real_bridge.core.config import EngineConfig, config_to_dict
 from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventTracker
-from sim_real_bridge.core.health import StreamHealth
-from sim_real_bridge.core.joint_names import pair_joints
+from sim_real_bridge.core.inputs import SIDES, STREAMS, StreamInputs
 from sim_real_bridge.core.lag import BEHIND_S, LagMeter
 from sim_real_bridge.core.ledger import ResidualLedger
 from sim_real_bridge.core.outputs import (
-    PHASE_CONTACT,
-    PHASE_FREE,
     ContactColumns,
     EngineOutput,
     JointColumns,
@@ -54,35 +46,16 @@ from sim_real_bridge.core.read_stage import (
     JointMap,
     ReadConfig,
     SideStreams,
-    quat_angle,
     read_grid,
     read_health,
     read_joints,
 )
 from sim_real_bridge.core.schedule import NEVER_NS, ready_times
 from sim_real_bridge.core.statistics import RunStatistics
-from sim_real_bridge.errors import ConfigError
 
-SIDES: tuple[str, ...] = ("sim", "real")
-STREAMS: tuple[str, ...] = ("joint_states", "wrench", "ee_pose", "object_pose")
-ONSET_SPEED_RAD_S = 0.003  # joint speed that counts as the arm leaving rest
-ONSET_QUIET_S = 0.2  # rest needed before a motion onset counts as the run start
-ONSET_MAX_REST_RAD_S = 0.05  # faster than this at the start, the arm was not at rest
 TRIM_EVERY_NS = 1_000_000_000
 
 __all__ = ["DivergenceEngine", "EngineConfig", "EngineOutput", "config_to_dict"]
-
-
-@dataclass
-class _Staged:
-    """Rows handed over and not yet taken in: one call of an ``add_*`` method."""
-
-    seq: int
-    stamp_ns: np.ndarray
-    recv_ns: np.ndarray
-    values: np.ndarray
-    names: tuple[str, ...] = ()
-    frame_ids: Sequence[str] | str = ""
 
 
 class DivergenceEngine:
@@ -101,28 +74,13 @@ class DivergenceEngine:
                  joint_map: dict[str, str] | None = None) -> None:
         self.config = cfg = config or EngineConfig()
         cfg.validate()
-        self.intake = intake_config or intake.IntakeConfig()
-        self._explicit_joints = dict(joint_map or {})
         self.dt_ns = int(round(1e9 / cfg.analysis_rate_hz))
-        self._clock = {side: ClockMap(cfg.offset_leak, int(cfg.clock_reset_s * 1e9)) for side in SIDES}
-        self.sides = {side: SideStreams() for side in SIDES}
-        self._staged: dict[tuple[str, str], list[_Staged]] = {(s, t): [] for s in SIDES for t in STREAMS}
-        self._seq = 0
-        self._layout: dict[str, tuple[str, ...]] = {}
-        self._newest_handed_ns: dict[tuple[str, str], int] = {}
-        self._health_pending: list[tuple[StreamHealth, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]] = []
+        #: The intake stage: staged, checked, clock-mapped and stored rows of both sides.
+        self.inputs = StreamInputs(cfg, intake_config, joint_map)
         self._due_t: list[np.ndarray] = []  # live: grid times due, their joints published, rest not analysed yet
         self._due_decision: list[np.ndarray] = []
-        self._last_stamp_ns: dict[tuple[str, str], int] = {}
-        self.joints: JointMap | None = None
-        self.warnings: list[str] = []
-        self.problems: dict[str, Counter] = {}  # "side/stream" -> reason -> rows (refused or flagged)
-        self.rejected: Counter = Counter()  # "side/stream: reason" -> rows refused
-        self.first_recv_ns: int | None = None
         self.first_command_ns: int | None = None
         self.command_count = 0
-        self._onset_ns: int | None = None
-        self._onset_done = False
         self.next_grid_ns: int | None = None
         self.last_analysed_ns: int | None = None
         self.analysis_count = 0
@@ -169,181 +127,77 @@ class DivergenceEngine:
 
         Velocity and effort may be None or empty (NaN: not sent).
         """
-        q = np.atleast_2d(np.asarray(q_rad, dtype=float))
-        blank = np.full(q.shape, np.nan)
-        qd = blank if qd_rad_s is None or np.size(qd_rad_s) == 0 else np.atleast_2d(np.asarray(qd_rad_s, float))
-        eff = blank if effort is None or np.size(effort) == 0 else np.atleast_2d(np.asarray(effort, float))
-        if not (q.shape == qd.shape == eff.shape and q.shape[1] == len(names)):
-            self.note_refused(side, "joint_states", "length_mismatch", len(q))
-            return
-        self._stage(side, "joint_states", stamp_ns, recv_ns, np.hstack((q, qd, eff)), names=tuple(map(str, names)))
+        self.inputs.add_joint_states(side, stamp_ns, recv_ns, names, q_rad, qd_rad_s, effort)
 
     def add_wrench(self, side: str, stamp_ns: Any, recv_ns: Any, force_n: Any, torque_nm: Any,
                    frame_ids: Sequence[str] | str = "") -> None:
         """Hand over wrench rows (sensor frame): force and torque (3,) or (m, 3)."""
-        values = np.hstack((np.atleast_2d(np.asarray(force_n, float)), np.atleast_2d(np.asarray(torque_nm, float))))
-        self._stage(side, "wrench", stamp_ns, recv_ns, values, frame_ids=frame_ids)
+        self.inputs.add_wrench(side, stamp_ns, recv_ns, force_n, torque_nm, frame_ids)
 
     def add_pose(self, side: str, stream: str, stamp_ns: Any, recv_ns: Any, position_m: Any, orientation_wxyz: Any,
                  frame_ids: Sequence[str] | str = "") -> None:
         """Hand over ``ee_pose`` or ``object_pose`` rows (world frame): (3,)/(4,) or (m, 3)/(m, 4)."""
-        if stream not in ("ee_pose", "object_pose"):
-            raise ConfigError(f"unknown pose stream {stream!r}; expected ee_pose or object_pose")
-        values = np.hstack((np.atleast_2d(np.asarray(position_m, float)),
-                            np.atleast_2d(np.asarray(orientation_wxyz, float))))
-        self._stage(side, stream, stamp_ns, recv_ns, values, frame_ids=frame_ids)
+        self.inputs.add_pose(side, stream, stamp_ns, recv_ns, position_m, orientation_wxyz, frame_ids)
 
     def add_command(self, recv_ns: int) -> None:
         """A mirrored command was received (the first starts the run clock of the summary)."""
-        if self.first_recv_ns is None:
-            self.first_recv_ns = int(recv_ns)
+        if self.inputs.first_recv_ns is None:
+            self.inputs.first_recv_ns = int(recv_ns)
         if self.first_command_ns is None:
             self.first_command_ns = int(recv_ns)
         self.command_count += 1
 
+    def note_refused(self, side: str, stream: str, reason: str, count: int = 1) -> None:
+        """Count rows refused before they reached the engine (malformed messages)."""
+        self.inputs.note_refused(side, stream, reason, count)
+
     def last_stamp_ns(self, side: str, stream: str) -> int | None:
         """The stamp of the newest row of a stream the checks accepted (taken in so far)."""
-        return self._last_stamp_ns.get((side, stream))
+        return self.inputs.last_stamp_ns(side, stream)
 
     def take_in(self) -> None:
         """Check, map and store every row handed over so far (advance and run do this)."""
-        self._take_in()
-
-    def note_refused(self, side: str, stream: str, reason: str, count: int = 1) -> None:
-        """Count rows refused before they reached the engine (malformed messages)."""
-        self.rejected[f"{side}/{stream}: {reason}"] += count
-        self.problems.setdefault(f"{side}/{stream}", Counter())[reason] += count
-
-    def _stage(self, side: str, stream: str, stamp_ns: Any, recv_ns: Any, values: np.ndarray,
-               names: tuple[str, ...] = (), frame_ids: Sequence[str] | str = "") -> None:
-        if side not in SIDES:
-            raise ConfigError(f"unknown side {side!r}; expected one of {SIDES}")
-        stamp = np.atleast_1d(np.asarray(stamp_ns, dtype=np.int64))
-        recv = np.atleast_1d(np.asarray(recv_ns, dtype=np.int64))
-        if self.first_recv_ns is None and recv.size:
-            self.first_recv_ns = int(recv[0])
-        self._seq += 1
-        self._staged[(side, stream)].append(_Staged(self._seq, stamp, recv, values, names, frame_ids))
-        if stream in ("joint_states", "wrench") and stamp.size:
-            offset = self._clock[side].offset_ns or 0
-            newest = int(stamp.max()) + offset
-            self._newest_handed_ns[(side, stream)] = max(newest, self._newest_handed_ns.get((side, stream), newest))
-
-    def _take_in(self) -> None:
-        """Check, map and store every staged row."""
-        for side in SIDES:
-            batches = []
-            for stream_id, stream in enumerate(STREAMS):
-                staged, self._staged[(side, stream)] = self._staged[(side, stream)], []
-                for chunk in _merged(staged):
-                    rows = self._checked(side, stream, chunk)
-                    if rows is not None:
-                        batches.append((chunk.seq, stream_id, *rows))
-            if batches:
-                self._store(side, batches)
-        if not self._onset_done:
-            self._find_motion_onset()
+        self.inputs.take_in()
 
     def analysis_due(self) -> bool:
         """Whether the next grid time may be due: every joint and wrench stream handed
         over has reached it (by its stamps and the side's current clock offset). Cheap:
         a live node asks it on every message and advances only when it holds."""
         t = self.next_grid_ns
+        newest = self.inputs.newest_handed_ns
         if t is None:
-            return all(self._staged[(side, "joint_states")] or self.sides[side].joints is not None for side in SIDES)
-        for (side, stream), newest in self._newest_handed_ns.items():
-            if newest < t:
-                return False
-        return bool(self._newest_handed_ns)
+            return all(self.inputs.has_staged_joints(side) for side in SIDES)
+        return bool(newest) and all(stamp_ns >= t for stamp_ns in newest.values())
 
-    def _checked(self, side: str, stream: str, chunk: _Staged) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """The chunk's accepted rows (stamp, recv, values in the side's layout), counted by reason."""
-        values = chunk.values
-        names_reason = None
-        if stream == "joint_states":
-            order, names_reason = intake.joint_order(chunk.names, self._layout.get(side), self.intake.limits)
-            if order is not None:
-                if side not in self._layout:
-                    self._layout[side] = chunk.names
-                n = len(chunk.names)
-                if len(order) != n or (order != np.arange(n)).any():
-                    values = values[:, np.concatenate((order, n + order, 2 * n + order))]
-        nonfinite = intake.nonfinite_rows(values, joint_blocks=stream == "joint_states")
-        checked = intake.check_rows(self.intake, stream, chunk.stamp_ns, chunk.recv_ns, nonfinite, chunk.frame_ids,
-                                    names_reason)
-        counts = checked.counts()
-        if counts:
-            problems = self.problems.setdefault(f"{side}/{stream}", Counter())
-            problems.update(counts)
-            for reason, count in counts.items():
-                if reason not in ("non_finite",) or stream.endswith("_pose"):
-                    self.rejected[f"{side}/{stream}: {reason}"] += count
-        keep = checked.keep
-        if not keep.any():
-            return None
-        stamps = chunk.stamp_ns[keep]
-        previous = self._last_stamp_ns.get((side, stream), stamps[0])
-        backwards = int(np.count_nonzero(np.diff(np.concatenate(([previous], stamps))) < 0))
-        self._last_stamp_ns[(side, stream)] = int(stamps[-1])
-        if backwards:  # counted, not refused: stamp jitter is what the sensor category is about
-            self.problems.setdefault(f"{side}/{stream}", Counter())["stamp_backwards"] += backwards
-        return stamps, chunk.recv_ns[keep], values[keep]
+    @property
+    def sides(self) -> dict[str, SideStreams]:
+        """Each side's stored streams."""
+        return self.inputs.sides
 
-    def _store(self, side: str, batches: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]) -> None:
-        """Map a side's accepted rows onto the monitor clock (in receive order) and keep them."""
-        batches.sort(key=lambda batch: batch[0])
-        ids = np.concatenate([np.full(len(stamp), stream_id) for _, stream_id, stamp, _, _ in batches])
-        stamps = np.concatenate([stamp for _, _, stamp, _, _ in batches])
-        recvs = np.concatenate([recv for _, _, _, recv, _ in batches])
-        # Each row's index among its own stream's rows (in hand-over order).
-        local = np.empty(len(ids), dtype=np.intp)
-        for stream_id in np.unique(ids).tolist():
-            mine = ids == stream_id
-            local[mine] = np.arange(int(mine.sum()))
-        order = np.argsort(recvs, kind="stable")
-        mapped, crossed = self._clock[side].map(ids[order], stamps[order], recvs[order])
-        for stream_id in np.unique(ids).tolist():
-            mine = ids[order] == stream_id
-            rows = order[mine]
-            values = np.concatenate([v for _, sid, _, _, v in batches if sid == stream_id])[local[rows]]
-            self._keep(side, STREAMS[stream_id], stamps[rows], recvs[rows], mapped[mine], values,
-                       stream_id in crossed)
+    @property
+    def joints(self) -> JointMap | None:
+        """Joints analysed (None until both sides' joints were seen)."""
+        return self.inputs.joints
 
-    def _keep(self, side: str, stream: str, stamp: np.ndarray, recv: np.ndarray, time: np.ndarray,
-              values: np.ndarray, crossed_reset: bool) -> None:
-        streams = self.sides[side]
-        cfg = self.config.features
-        if stream == "joint_states":
-            if streams.joints is None:
-                streams.joints = StreamBuffer(values.shape[1])
-                streams.joint_health = StreamHealth(cfg, f"{side}/joint_states")
-            n = values.shape[1] // 3
-            velocity = values[:, n:2 * n]
-            # A velocity the robot did not send (all NaN) is absent, not non-finite.
-            health_values = np.hstack((values[:, :n], np.where(np.isnan(velocity).all(axis=1)[:, None], 0.0, velocity)))
-            buffer, health = streams.joints, streams.joint_health
-        elif stream == "wrench":
-            if streams.wrench is None:
-                streams.wrench = StreamBuffer(6)
-                streams.wrench_health = StreamHealth(cfg, f"{side}/wrench", judges_saturation=True)
-            buffer, health, health_values = streams.wrench, streams.wrench_health, values
-        else:
-            if getattr(streams, stream) is None:
-                setattr(streams, stream, StreamBuffer(7))
-            getattr(streams, stream).extend(time, recv, values)
-            return
-        buffer.extend(time, recv, values)
-        # Health marks are taken in with the analysis (in batches), in arrival order.
-        self._health_pending.append((health, stamp, recv, time, health_values, crossed_reset))
-        # Pair once both sides hold joint rows (a side's layout is fixed by its first batch
-        # of names even when every row of it was refused).
-        if self.joints is None and all(self.sides[s].joints is not None for s in SIDES):
-            self.joints, warnings = pair_joints(self._layout["sim"], self._layout["real"], self._explicit_joints)
-            self.warnings += warnings
-            if not len(self.joints.names):
-                self.warnings.append(f"no joint of the sim side ({', '.join(self._layout['sim'])}) pairs with one of "
-                                     f"the real side ({', '.join(self._layout['real'])})")
+    @property
+    def warnings(self) -> list[str]:
+        """Warnings about the inputs (joint pairing)."""
+        return self.inputs.warnings
 
+    @property
+    def problems(self) -> dict[str, Counter]:
+        """"side/stream" -> reason -> rows refused or flagged."""
+        return self.inputs.problems
+
+    @property
+    def rejected(self) -> Counter:
+        """"side/stream: reason" -> rows refused."""
+        return self.inputs.rejected
+
+    @property
+    def first_recv_ns(self) -> int | None:
+        """When the monitor received the first row or command."""
+        return self.inputs.first_recv_ns
 
     # ------------------------------------------------------------------ analysis
     def advance(self, now_ns: int) -> EngineOutput:
@@ -355,7 +209,7 @@ class DivergenceEngine:
         t = self.next_grid_ns
         quiet = t is not None and now_ns < t + int(self.config.horizon_s * 1e9) and not self.analysis_due()
         if not quiet:
-            self._take_in()
+            self.inputs.take_in()
             self._due_now(now_ns, out)
         if self._due_t and now_ns - int(self._due_decision[0][0]) >= int(self.config.live_batch_s * 1e9):
             out.extend(self._analyse_due())
@@ -377,7 +231,7 @@ class DivergenceEngine:
         candidates = self._candidates(now_ns)
         if candidates is None or not len(candidates):
             return
-        ready = ready_times(candidates, self._waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
+        ready = ready_times(candidates, self.inputs.waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
         due = int(np.argmin(ready <= now_ns)) if not (ready <= now_ns).all() else len(ready)
         if not due:
             return
@@ -404,7 +258,7 @@ class DivergenceEngine:
         (a backlog is only dropped while data comes in: silent streams leave nothing behind)."""
         horizon_ns = int(self.config.horizon_s * 1e9)
         out = np.zeros(len(ticks_ns), dtype=bool)
-        for buffer, _ in self._waited_streams():
+        for buffer, _ in self.inputs.waited_streams():
             arrivals = buffer.arrivals_ns
             if len(arrivals):
                 before = np.searchsorted(arrivals, ticks_ns, side="right") - 1
@@ -431,8 +285,8 @@ class DivergenceEngine:
         times in such a gap are not analysed (nothing was recorded), and each segment is
         listed in :attr:`segments`. Grid times decided after the last tick stay pending.
         """
-        self._take_in()
-        self._flush_health()
+        self.inputs.take_in()
+        self.inputs.flush_health()
         ticks = np.sort(np.asarray(ticks_ns, dtype=np.int64))
         if not len(ticks) or self.joints is None:
             return EngineOutput()
@@ -468,7 +322,7 @@ class DivergenceEngine:
         candidates = self._candidates(int(ticks[-1]))
         if candidates is None or not len(candidates):
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.intp)
-        ready = ready_times(candidates, self._waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
+        ready = ready_times(candidates, self.inputs.waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
         # Live, nothing is analysed before both sides' joints were received (they must pair first).
         paired_ns = max(self.sides[side].joints.first_recv_ns for side in SIDES)  # type: ignore[union-attr]
         decision, skipped, resume = self._decide_with_jumps(candidates, np.maximum(ready, paired_ns), ticks)
@@ -544,19 +398,10 @@ class DivergenceEngine:
     def _next_after(self, t_ns: int) -> int:
         return (t_ns // self.dt_ns + 1) * self.dt_ns
 
-    def _waited_streams(self) -> list[tuple[StreamBuffer, StreamHealth]]:
-        out = []
-        for side in SIDES:
-            streams = self.sides[side]
-            for buffer, health in ((streams.joints, streams.joint_health), (streams.wrench, streams.wrench_health)):
-                if buffer is not None and health is not None:
-                    out.append((buffer, health))
-        return out
-
     def _analyse(self, t_ns: np.ndarray, decision_ns: np.ndarray) -> EngineOutput:
         """Read, fit and scan one batch of due grid times; their outputs."""
         assert self.joints is not None
-        self._flush_health()
+        self.inputs.flush_health()
         self.next_grid_ns = max(self.next_grid_ns or 0, int(t_ns[-1]) + self.dt_ns)
         self.last_analysed_ns = int(t_ns[-1])
         self.analysis_count += len(t_ns)
@@ -576,15 +421,16 @@ class DivergenceEngine:
                 rows.latency_s, rows.latency_std_s)
             self._events_and_ledger(grid, rows, out)
             self.statistics.add(grid, rows.sim_contact, ~rows.sim_contact_recent & ~rows.real_contact)
-            out.poses = self._pose_columns(grid)
-            out.contacts = self._contact_columns(grid, rows)
+            out.poses = PoseColumns.from_grid(grid, int(round(1e9 / self.config.pose_rate_hz)))
+            out.contacts = ContactColumns.from_grid(grid, rows.sim_contact, rows.real_contact,
+                                                   int(round(1e9 / self.config.contact_rate_hz)))
         return out
 
 
     # ------------------------------------------------------------------ outputs
     def _timing(self, decision_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Clock offset (real minus sim) and its 1-sigma (s) as they stood at each decision."""
-        sim, real = self._clock["sim"], self._clock["real"]
+        sim, real = self.inputs.clock["sim"], self.inputs.clock["real"]
         offset = (real.offset_at(decision_ns) - sim.offset_at(decision_ns)) * 1e-9
         return offset, np.hypot(sim.spread_at(decision_ns), real.spread_at(decision_ns))
 
@@ -598,38 +444,6 @@ class DivergenceEngine:
             position_residual_rad=q_res[keep], velocity_residual_rad_s=(real["qd"] - sim["qd"])[keep],
             effort_residual=(real["effort"] - sim["effort"])[keep], clock_offset_s=offset,
             clock_offset_std_s=offset_std, latency_s=latency_s[keep], latency_std_s=latency_std_s[keep])
-
-    def _flush_health(self) -> None:
-        """Take the health marks of the rows stored since the last batch, in arrival order."""
-        pending, self._health_pending = self._health_pending, []
-        for health, stamp, recv, time, values, crossed_reset in pending:
-            if crossed_reset:
-                health.reset_stamps()
-            health.add(stamp, recv, time, values)
-
-    def _pose_columns(self, grid: Grid) -> PoseColumns:
-        period = int(round(1e9 / self.config.pose_rate_hz))
-        both = np.isfinite(grid.sim_ee).all(axis=1) & np.isfinite(grid.real_ee).all(axis=1)
-        keep = (grid.t_ns % period == 0) & both
-        has_object = np.isfinite(grid.sim_object).all(axis=1) & np.isfinite(grid.real_object).all(axis=1)
-        sim_ee, real_ee = grid.sim_ee[keep], grid.real_ee[keep]
-        sim_obj, real_obj = grid.sim_object[keep], grid.real_object[keep]
-        return PoseColumns(
-            t_ns=grid.t_ns[keep], decision_ns=grid.decision_ns[keep], sim_ee=sim_ee, real_ee=real_ee,
-            ee_position_error_norm_m=np.linalg.norm(real_ee[:, :3] - sim_ee[:, :3], axis=1),
-            ee_orientation_error_rad=quat_angle(real_ee[:, 3:], sim_ee[:, 3:]), has_object=has_object[keep],
-            sim_object=sim_obj, real_object=real_obj,
-            object_position_error_norm_m=np.linalg.norm(real_obj[:, :3] - sim_obj[:, :3], axis=1),
-            object_orientation_error_rad=quat_angle(real_obj[:, 3:], sim_obj[:, 3:]))
-
-    def _contact_columns(self, grid: Grid, rows: scan.ScanRows) -> ContactColumns:
-        period = int(round(1e9 / self.config.contact_rate_hz))
-        keep = (grid.t_ns % period == 0) & grid.wrench_valid
-        return ContactColumns(
-            t_ns=grid.t_ns[keep], decision_ns=grid.decision_ns[keep], sim_wrench=grid.sim_wrench[keep],
-            real_wrench=grid.real_wrench[keep],
-            sim_contact_phase=np.where(rows.sim_contact[keep], PHASE_CONTACT, PHASE_FREE),
-            real_contact_phase=np.where(rows.real_contact[keep], PHASE_CONTACT, PHASE_FREE))
 
     def _events_and_ledger(self, grid: Grid, rows: scan.ScanRows, out: EngineOutput) -> None:
         """Debounce the verdicts into events; book each row's residual energy in the ledger."""
@@ -662,43 +476,8 @@ class DivergenceEngine:
         if self._trimmed_ns is not None and now_ns - self._trimmed_ns < TRIM_EVERY_NS:
             return
         self._trimmed_ns = now_ns
-        before = now_ns - int(self.config.buffer_s * 1e9)
-        marks_before = now_ns - int(self.config.features.history_s * 1e9)
-        for streams in self.sides.values():
-            for buffer in (streams.joints, streams.wrench, streams.ee_pose, streams.object_pose):
-                if buffer is not None:
-                    buffer.trim(before)
-            for health in (streams.joint_health, streams.wrench_health):
-                if health is not None:
-                    health.trim(marks_before)
-        for clock in self._clock.values():
-            clock.trim(keep=20_000)
-
-    def _find_motion_onset(self) -> None:
-        """Watch the real arm leave its initial rest: the run start as the robots lived it.
-
-        Robots start a trajectory on receipt, so the real arm's first motion out of rest is
-        when the run started for it; the first command's receipt can lag that by the
-        monitor's backlog. t0 is the earlier of the two. An arm already moving during the
-        first ONSET_QUIET_S gives no onset.
-        """
-        buffer = self.sides["real"].joints
-        if buffer is None or len(buffer) < 2 or "real" not in self._layout:
-            return
-        n = len(self._layout["real"])
-        times, speed = buffer.time_ns, np.abs(np.nan_to_num(buffer.values[:, n:2 * n])).max(axis=1)
-        rest_end = int(times[0]) + int(ONSET_QUIET_S * 1e9)
-        if int(times[-1]) < rest_end:
-            return
-        quiet = int(np.searchsorted(times, rest_end, side="right"))
-        rest = float(speed[:quiet].max())
-        if rest > ONSET_MAX_REST_RAD_S:
-            self._onset_done = True
-            return
-        moving = np.flatnonzero(speed[quiet:] > max(ONSET_SPEED_RAD_S, 3.0 * rest))
-        if moving.size:
-            self._onset_ns = int(times[quiet + moving[0]])
-            self._onset_done = True
+        self.inputs.trim(now_ns - int(self.config.buffer_s * 1e9),
+                         now_ns - int(self.config.features.history_s * 1e9))
 
     # ------------------------------------------------------------------ summaries
     @property
@@ -709,17 +488,17 @@ class DivergenceEngine:
     @property
     def clock_resets(self) -> int:
         """Clock resets detected on either side."""
-        return sum(clock.resets for clock in self._clock.values())
+        return sum(clock.resets for clock in self.inputs.clock.values())
 
     def transport_floor_s(self) -> dict[str, float]:
         """Per side seen, the current offset from its stamps to the monitor clock (s)."""
-        return {side: clock.offset_ns * 1e-9 for side, clock in self._clock.items() if clock.offset_ns is not None}
+        return {side: clock.offset_ns * 1e-9 for side, clock in self.inputs.clock.items() if clock.offset_ns is not None}
 
     def t0_ns(self) -> int:
         """The run's start on the monitor clock: the first command, or the real arm's
         motion onset when earlier, or the first sample."""
-        if self._onset_ns is not None and self.first_command_ns is not None:
-            return min(self._onset_ns, self.first_command_ns)
+        if self.inputs.onset_ns is not None and self.first_command_ns is not None:
+            return min(self.inputs.onset_ns, self.first_command_ns)
         if self.first_command_ns is not None:
             return self.first_command_ns
         return self.first_recv_ns or 0
@@ -731,7 +510,7 @@ class DivergenceEngine:
         return (int(t_ns) - self.t0_ns()) * 1e-9
 
     def _offset_now(self) -> tuple[float, float]:
-        sim, real = self._clock["sim"], self._clock["real"]
+        sim, real = self.inputs.clock["sim"], self.inputs.clock["real"]
         if sim.offset_ns is None or real.offset_ns is None:
             return 0.0, 0.0
         now = np.array([self.last_analysed_ns or 0], dtype=np.int64)
@@ -794,7 +573,7 @@ class DivergenceEngine:
             "timing": {"clock_offset_s": offset_s, "clock_offset_std_s": offset_std_s, "latency_s": latency_s,
                        "latency_std_s": latency_std_s, "clock_resets": self.clock_resets,
                        "delivery_delay_s": {f"{side}/{stream}": stats for side in SIDES for stream, stats
-                                            in self._clock[side].delivery_delays_s(stream_names).items()}},
+                                            in self.inputs.clock[side].delivery_delays_s(stream_names).items()}},
             "residuals": self.statistics.residuals(names),
             "calibration": self.statistics.calibration(names, int(self.config.fit_max_delay_s * 1e9),
                                                        int(self.config.fit_delay_step_s * 1e9) // 2),
@@ -807,27 +586,6 @@ class DivergenceEngine:
                        "events": self._events.event_count},
             "warnings": list(self.warnings),
         }
-
-
-def _merged(staged: list[_Staged]) -> list[_Staged]:
-    """Consecutive chunks of one stream joined where they name the same joints (a live
-    node hands over one message at a time; the checks run on whole columns)."""
-    out: list[_Staged] = []
-    run: list[_Staged] = []
-    for chunk in staged + [None]:  # type: ignore[list-item]
-        if run and (chunk is None or chunk.names != run[0].names):
-            frames = [c.frame_ids for c in run]
-            same_frame = all(isinstance(f, str) and f == frames[0] for f in frames)
-            out.append(run[0] if len(run) == 1 else _Staged(
-                run[0].seq, np.concatenate([c.stamp_ns for c in run]), np.concatenate([c.recv_ns for c in run]),
-                np.concatenate([c.values for c in run]), run[0].names,
-                frames[0] if same_frame else [f for c in run for f in
-                                              ([c.frame_ids] * len(c.stamp_ns) if isinstance(c.frame_ids, str)
-                                               else list(c.frame_ids))]))
-            run = []
-        if chunk is not None:
-            run.append(chunk)
-    return out
 
 
 def _concat(parts: list[Any]) -> Any:

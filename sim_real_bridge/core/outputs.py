@@ -9,12 +9,16 @@ columns; the report plots them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from sim_real_bridge.core.events import EventRecord
 from sim_real_bridge.core.ledger import CategoryShareRecord
+from sim_real_bridge.core.read_stage import quat_angle
+
+if TYPE_CHECKING:
+    from sim_real_bridge.core.read_stage import Grid
 
 PHASE_FREE = 0
 PHASE_CONTACT = 1
@@ -80,6 +84,22 @@ class PoseColumns(_Columns):
     object_position_error_norm_m: np.ndarray
     object_orientation_error_rad: np.ndarray
 
+    @classmethod
+    def from_grid(cls, grid: Grid, period_ns: int) -> PoseColumns:
+        """The grid times on the pose period where both sides' end effectors are known."""
+        both = np.isfinite(grid.sim_ee).all(axis=1) & np.isfinite(grid.real_ee).all(axis=1)
+        keep = (grid.t_ns % period_ns == 0) & both
+        has_object = np.isfinite(grid.sim_object).all(axis=1) & np.isfinite(grid.real_object).all(axis=1)
+        sim_ee, real_ee = grid.sim_ee[keep], grid.real_ee[keep]
+        sim_obj, real_obj = grid.sim_object[keep], grid.real_object[keep]
+        return cls(
+            t_ns=grid.t_ns[keep], decision_ns=grid.decision_ns[keep], sim_ee=sim_ee, real_ee=real_ee,
+            ee_position_error_norm_m=np.linalg.norm(real_ee[:, :3] - sim_ee[:, :3], axis=1),
+            ee_orientation_error_rad=quat_angle(real_ee[:, 3:], sim_ee[:, 3:]), has_object=has_object[keep],
+            sim_object=sim_obj, real_object=real_obj,
+            object_position_error_norm_m=np.linalg.norm(real_obj[:, :3] - sim_obj[:, :3], axis=1),
+            object_orientation_error_rad=quat_angle(real_obj[:, 3:], sim_obj[:, 3:]))
+
 
 
 @dataclass
@@ -92,6 +112,17 @@ class ContactColumns(_Columns):
     real_wrench: np.ndarray
     sim_contact_phase: np.ndarray
     real_contact_phase: np.ndarray
+
+    @classmethod
+    def from_grid(cls, grid: Grid, sim_contact: np.ndarray, real_contact: np.ndarray,
+                  period_ns: int) -> ContactColumns:
+        """The grid times on the contact period where both sides' wrenches are known."""
+        keep = (grid.t_ns % period_ns == 0) & grid.wrench_valid
+        return cls(
+            t_ns=grid.t_ns[keep], decision_ns=grid.decision_ns[keep], sim_wrench=grid.sim_wrench[keep],
+            real_wrench=grid.real_wrench[keep],
+            sim_contact_phase=np.where(sim_contact[keep], PHASE_CONTACT, PHASE_FREE),
+            real_contact_phase=np.where(real_contact[keep], PHASE_CONTACT, PHASE_FREE))
 
     @property
     def residual(self) -> np.ndarray:
