@@ -52,7 +52,8 @@ TEST_NOT_IMPORTED = {
     "python3-pytest-timeout",  # setup.cfg's timeout
     "ros2cli", "ros2interface", "ros2topic",  # the `ros2` verbs the launch test runs
 }
-LOCAL = {"sim_real_bridge", "helpers", "conftest"}
+# Our own modules, and test modules that import another test module's fixtures.
+LOCAL = {"sim_real_bridge", "helpers", "conftest"} | {path.stem for path in (ROOT / "test").glob("test_*.py")}
 
 
 def _declared(*tags: str) -> set[str]:
