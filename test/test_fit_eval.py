@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
+from helpers.bench_module import load_bench
 
 from sim_real_bridge.fit.model import FitModel, resolve_model
 from sim_real_bridge.sim.robots import ROBOTS
@@ -12,11 +11,8 @@ from sim_real_bridge.sim.scenario import load_scenario
 
 
 @pytest.fixture(scope="module")
-def bench(repo_root):
-    spec = importlib.util.spec_from_file_location("fit_eval", repo_root / "bench" / "fit_eval.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench():
+    return load_bench("fit_eval")
 
 
 def test_the_bench_covers_two_robots(bench) -> None:
