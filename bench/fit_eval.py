@@ -1,22 +1,27 @@
 """Does ``sim-real-bridge fit`` recover injected departures, and does the corrected model help?
 
-For each scenario with a known injection (gain, joint_friction, payload,
-actuation_latency, contact friction, stiffness, object_mass) the simulator and the
-stand-in run the scenario in-process (``offline.synthetic.simulated_messages``), the
-recording is written as a rosbag2 MCAP bag and read back as a user's would be. The
+For each built-in robot of ``ROBOTS`` and each scenario with a known injection (gain,
+joint_friction, payload, actuation_latency, contact friction, stiffness, object_mass)
+the simulator and the stand-in run the scenario on that robot in-process
+(``offline.synthetic.simulated_messages``), the recording is written as a rosbag2
+MCAP bag and read back as a user's would be. The
 fit gets one 3 s window inside the injection (for contact kinds: the first one in
 which the arm touches something) with the default parameters of the injection's
 category, as the monitor's event would choose them; the other windows of the same
 injection are held out.
 
-Keys: ``recovered_share`` (injected parameters the fit included whose fitted value is
-within 10% of the injected one or whose 95% interval holds it), ``residual_reduction_fit``
-and ``residual_reduction_heldout`` (mean over scenarios of 1 - after/before of the joint
-residual RMS), ``fit_wall_s_median`` (one window). Per scenario: every injected
-parameter with its fitted value, and the parameters changed that nothing injected.
+Keys, over all robots and again per robot under ``per_robot``: ``recovered_share``
+(injected parameters the fit included whose fitted value is within 10% of the injected
+one or whose 95% interval holds it), ``residual_reduction_fit`` and
+``residual_reduction_heldout`` (mean over scenarios of 1 - after/before of the joint
+residual RMS), ``fit_wall_s_median`` (one window), ``fit_wall_over_rollout_median``
+(a fit's wall time over that of one rollout of its window with the nominal model,
+measured in the same run), and ``passes``: each of the issue's acceptance thresholds
+(``THRESHOLDS``) met or not. Per scenario: every injected parameter with its fitted
+value, and the parameters changed that nothing injected.
 
 Usage:
-    python bench/fit_eval.py --json [--only dynamics_gain ...] [--robots arm7]
+    python bench/fit_eval.py --json [--only dynamics_gain ...] [--robots arm7 ur6]
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from sim_real_bridge.sim.physics import CONTACT_GEOM_NAMES  # noqa: E402
 from sim_real_bridge.sim.scenario import load_scenario  # noqa: E402
 
 #: Built-in robots evaluated (the scenarios run on each).
-ROBOTS: tuple[str, ...] = ("arm7",)
+ROBOTS: tuple[str, ...] = ("arm7", "ur6")
 SCENARIOS: tuple[str, ...] = ("dynamics_gain", "dynamics_joint_friction", "dynamics_payload",
                               "dynamics_actuation_latency", "contact_friction", "contact_stiffness",
                               "contact_object_mass")
@@ -55,6 +60,13 @@ WINDOW_S = 3.0
 STARTS_S: tuple[float, ...] = (8.5, 11.5, 14.5, 17.5)
 RUN_S = 21.0
 NS_PER_S = 1_000_000_000
+#: The issue's acceptance: (key, "min" or "max", threshold).
+THRESHOLDS: tuple[tuple[str, str, float], ...] = (
+    ("recovered_share", "min", 0.8),
+    ("residual_reduction_fit", "min", 0.5),
+    ("residual_reduction_heldout", "min", 0.3),
+    ("fit_wall_s_median", "max", 60.0),
+)
 
 
 def truth_values(injection: Any, fit_model: FitModel) -> dict[str, float]:
@@ -100,10 +112,10 @@ def _windows(rec: Any, fit_model: FitModel, contact: bool) -> list[FitWindow]:
 
 def evaluate(name: str, robot: str, workdir: Path) -> dict[str, Any]:
     """Simulate, fit one window, replay the held-out ones; the scenario's figures."""
-    scenario = load_scenario(name)
+    scenario = load_scenario(name, robot=robot)
     [injection] = scenario.injections
     bag = workdir / f"{robot}-{name}"
-    write_synthetic_bag(bag, items=simulated_messages(name, duration_s=RUN_S))
+    write_synthetic_bag(bag, items=simulated_messages(name, duration_s=RUN_S, robot=robot))
     rec = read_recording(bag)
     path, builtin = resolve_model(robot)
     fit_model = FitModel(path, rec.joint_names, builtin)
@@ -128,13 +140,27 @@ def evaluate(name: str, robot: str, workdir: Path) -> dict[str, Any]:
     spurious = [p["name"] for p in result["parameters"] if p["name"] not in truth and p["identifiable"]
                 and abs(p["applied"] - p["before"]) > 0.1 * max(abs(p["before"]), 1e-3)]
     heldout = _heldout(rec, fit_model, windows[1:], result["_spec"])
+    rollout_s = _rollout_wall_s(rec, fit_model, windows[0])
     fit_window = result["windows"][0]
     return {"robot": robot, "kind": injection.kind, "fit_window_s": spans[0], "parameters": per_param,
             "not_fitted": sorted(set(truth) - set(fitted)), "spurious_changes": spurious,
             "selected_by_screening": (result["screening"] or {}).get("selected"),
             "fit_joint_rms_before_rad": fit_window["joint_rms_before_rad"],
             "fit_joint_rms_after_rad": fit_window["joint_rms_after_rad"],
-            "residual_reduction_fit": fit_window["joint_reduction"], **heldout, "fit_wall_s": result["wall_s"]}
+            "residual_reduction_fit": fit_window["joint_reduction"], **heldout, "fit_wall_s": result["wall_s"],
+            "rollout_wall_s": rollout_s, "fit_wall_over_rollout": result["wall_s"] / rollout_s}
+
+
+def _rollout_wall_s(rec: Any, fit_model: FitModel, window: FitWindow, repeats: int = 5) -> float:
+    """The baseline: median wall time of one rollout of the fit window with the nominal model."""
+    wd = window_data(rec, window, fit_model.timestep_s, history_steps(fit_model.timestep_s))
+    model = fit_model.spec.compile()
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fit_model.rollout([model], [wd], 1)
+        times.append(time.perf_counter() - started)
+    return float(np.median(times))
 
 
 def _heldout(rec: Any, fit_model: FitModel, windows: list[FitWindow], corrected: Any) -> dict[str, Any]:
@@ -151,19 +177,37 @@ def _heldout(rec: Any, fit_model: FitModel, windows: list[FitWindow], corrected:
 
 
 def aggregate(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The keys of the issue from the scenarios' figures."""
+    """The keys of the issue from the scenarios' figures (keyed ``robot/scenario``)."""
     ok = [r for r in results.values() if "error" not in r]
     recovered = [p["recovered"] for r in ok for p in r["parameters"].values()]
     heldout = [r["residual_reduction_heldout"] for r in ok if r["residual_reduction_heldout"] is not None]
-    return {
+    out = {
         "recovered_share": float(np.mean(recovered)) if recovered else None,
         "recovered": int(np.sum(recovered)), "injected_parameters_fitted": len(recovered),
         "residual_reduction_fit": float(np.mean([r["residual_reduction_fit"] for r in ok])) if ok else None,
         "residual_reduction_heldout": float(np.mean(heldout)) if heldout else None,
         "fit_wall_s_median": float(np.median([r["fit_wall_s"] for r in ok])) if ok else None,
+        "fit_wall_over_rollout_median": float(np.median([r["fit_wall_over_rollout"] for r in ok])) if ok else None,
         "scenarios": len(results), "failed": sorted(k for k, r in results.items() if "error" in r),
-        "robots": list(ROBOTS),
     }
+    return {**out, "passes": passes(out)}
+
+
+def passes(figures: dict[str, Any]) -> dict[str, bool]:
+    """Each acceptance threshold met (False when its figure is missing)."""
+    out = {}
+    for key, sense, limit in THRESHOLDS:
+        value = figures.get(key)
+        out[key] = value is not None and (value >= limit if sense == "min" else value <= limit)
+    return out
+
+
+def report(results: dict[str, dict[str, Any]], robots: list[str]) -> dict[str, Any]:
+    """All robots' figures, each robot's under ``per_robot``, the thresholds and the scenarios."""
+    per_robot = {robot: aggregate({k: r for k, r in results.items() if k.split("/", 1)[0] == robot})
+                 for robot in robots}
+    return {**aggregate(results), "robots": robots, "per_robot": per_robot,
+            "thresholds": {key: {sense: limit} for key, sense, limit in THRESHOLDS}, "per_scenario": results}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                 results[f"{robot}/{name}"] = res
                 if not args.json:
                     print(f"{robot}/{name}: {json.dumps(res, default=float)}", flush=True)
-    out = {**aggregate(results), "per_scenario": results, "elapsed_s": time.perf_counter() - started}
+    out = {**report(results, list(args.robots)), "elapsed_s": time.perf_counter() - started}
     print(json.dumps(out, default=float) if args.json else json.dumps({k: v for k, v in out.items()
                                                                          if k != "per_scenario"}, indent=1))
     return 0

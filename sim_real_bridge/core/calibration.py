@@ -98,6 +98,38 @@ def fit_joint_calibration(
         AlignmentError: on inconsistent shapes or non-increasing stamps.
         ConfigError: on a negative ``max_delay_ns`` or non-positive step.
     """
+    t, qs, qr, mask = _checked_arrays(stamp_ns, q_sim, q_real, free_space_mask)
+    if int(max_delay_ns) < 0 or int(delay_step_ns) <= 0:
+        raise ConfigError(
+            f"fit_joint_calibration needs max_delay_ns >= 0 and delay_step_ns > 0, got "
+            f"{max_delay_ns}, {delay_step_ns}"
+        )
+    n_joints = qs.shape[1]
+    names = list(joint_names) if joint_names is not None else [f"joint_{j}" for j in range(n_joints)]
+    if len(names) != n_joints:
+        raise AlignmentError(f"fit_joint_calibration got {len(names)} names for {n_joints} joints")
+    grid = _DelayGrid(t, int(max_delay_ns), int(delay_step_ns))
+    # Only samples whose delayed instant still falls inside the recording are usable.
+    usable = mask & (grid.t_rel - grid.delays[-1] >= 0.0)
+    # One joint a contiguous row: its selections below are plain 1-D masks.
+    qs_rows, qr_rows = qs.T.copy(), qr.T.copy()
+    finite_all = np.isfinite(qs_rows) & np.isfinite(qr_rows)
+    results = []
+    for j in range(n_joints):
+        finite = finite_all[j]
+        sel = usable & finite
+        n_sel = int(sel.sum())
+        if n_sel < max(int(min_samples), 3) or int(finite.sum()) < 2:
+            results.append(JointCalibration(names[j], math.nan, math.nan, math.nan, math.nan, math.nan, n_sel))
+            continue
+        results.append(_fit_joint(names[j], grid, sel, finite, qs_rows[j], qr_rows[j]))
+    return results
+
+
+def _checked_arrays(
+    stamp_ns: np.ndarray, q_sim: np.ndarray, q_real: np.ndarray, free_space_mask: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The inputs as int64 stamps, (n, n_joints) float64 positions and a bool mask, checked."""
     t = np.asarray(stamp_ns, dtype=np.int64)
     qs = np.asarray(q_sim, dtype=np.float64)
     qr = np.asarray(q_real, dtype=np.float64)
@@ -113,63 +145,68 @@ def fit_joint_calibration(
         )
     if t.size > 1 and not bool(np.all(np.diff(t) > 0)):
         raise AlignmentError("fit_joint_calibration stamps must be strictly increasing")
-    if int(max_delay_ns) < 0 or int(delay_step_ns) <= 0:
-        raise ConfigError(
-            f"fit_joint_calibration needs max_delay_ns >= 0 and delay_step_ns > 0, got "
-            f"{max_delay_ns}, {delay_step_ns}"
-        )
-    n_joints = qs.shape[1]
-    names = list(joint_names) if joint_names is not None else [f"joint_{j}" for j in range(n_joints)]
-    if len(names) != n_joints:
-        raise AlignmentError(f"fit_joint_calibration got {len(names)} names for {n_joints} joints")
-    delays = np.arange(0, int(max_delay_ns) + 1, int(delay_step_ns), dtype=np.float64)
-    t_rel = (t - t[0]).astype(np.float64) if t.size else np.zeros(0)
-    # Only samples whose delayed instant still falls inside the recording are usable.
-    usable = mask & (t_rel - delays[-1] >= 0.0)
-    results = []
-    # One joint a contiguous row: its selections below are plain 1-D masks.
-    qs_rows, qr_rows = qs.T.copy(), qr.T.copy()
-    finite_all = np.isfinite(qs_rows) & np.isfinite(qr_rows)
-    # The delayed sample times of the grid, kept while joints share their usable samples.
-    grid_sel: np.ndarray | None = None
-    grid_times = np.zeros(0)
-    for j in range(n_joints):
-        finite = finite_all[j]
-        sel = usable & finite
-        n_sel = int(sel.sum())
-        if n_sel < max(int(min_samples), 3) or int(finite.sum()) < 2:
-            results.append(JointCalibration(names[j], math.nan, math.nan, math.nan, math.nan, math.nan, n_sel))
-            continue
-        src_t = t_rel[finite]
-        src_q = qs_rows[j][finite]
-        y = qr_rows[j][sel]
-        before = float(np.sqrt(np.mean((y - qs_rows[j][sel]) ** 2)))
+    return t, qs, qr, mask
 
-        def sse_at(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            x = np.interp((t_rel[sel][None, :] - d[:, None]).ravel(), src_t, src_q).reshape(d.size, -1)
-            return _fit_gain_offset(x, y)
 
-        if grid_sel is None or not np.array_equal(grid_sel, sel):
-            grid_sel, grid_times = sel, (t_rel[sel][None, :] - delays[:, None]).ravel()
-        _, _, sse = _fit_gain_offset(np.interp(grid_times, src_t, src_q).reshape(delays.size, -1), y)
-        k = int(np.argmin(sse))
+class _DelayGrid:
+    """The candidate delays and, per sample selection, the delayed sample times of the grid.
+
+    Joints usually share their usable samples, so the delayed times of the last selection
+    are kept and reused while the selection stays the same.
+    """
+
+    def __init__(self, t: np.ndarray, max_delay_ns: int, delay_step_ns: int) -> None:
+        self.delays = np.arange(0, max_delay_ns + 1, delay_step_ns, dtype=np.float64)
+        self.t_rel = (t - t[0]).astype(np.float64) if t.size else np.zeros(0)
+        self._sel: np.ndarray | None = None
+        self._times = np.zeros(0)
+
+    def times(self, sel: np.ndarray) -> np.ndarray:
+        """Delayed instants of the selected samples, (delays, selected) flattened."""
+        if self._sel is None or not np.array_equal(self._sel, sel):
+            self._sel, self._times = sel, (self.t_rel[sel][None, :] - self.delays[:, None]).ravel()
+        return self._times
+
+
+def _fit_joint(name: str, grid: _DelayGrid, sel: np.ndarray, finite: np.ndarray,
+               q_sim_row: np.ndarray, q_real_row: np.ndarray) -> JointCalibration:
+    """One joint's fit: best grid delay, refined by a parabola, then gain and offset there."""
+    delays, t_rel = grid.delays, grid.t_rel
+    src_t = t_rel[finite]
+    src_q = q_sim_row[finite]
+    y = q_real_row[sel]
+    n_sel = y.size
+    before = float(np.sqrt(np.mean((y - q_sim_row[sel]) ** 2)))
+
+    def sse_at(d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        x = np.interp((t_rel[sel][None, :] - d[:, None]).ravel(), src_t, src_q).reshape(d.size, -1)
+        return _fit_gain_offset(x, y)
+
+    _, _, sse = _fit_gain_offset(np.interp(grid.times(sel), src_t, src_q).reshape(delays.size, -1), y)
+    k = int(np.argmin(sse))
+    delay = _refine_delay(delays, sse, k)
+    gain, offset, sse_best = sse_at(np.array([delay]))
+    if sse_best[0] > sse[k]:  # the parabola overshot: keep the grid point
         delay = delays[k]
-        if delays.size >= 3:
-            # The parabola through the best grid point's neighbours; at either end of the
-            # grid through the three end points, so a delay under half a step is refined too.
-            i = min(max(k, 1), delays.size - 2)
-            c0, c1, c2 = sse[i - 1], sse[i], sse[i + 1]
-            denom = c0 - 2.0 * c1 + c2
-            if denom > 0:
-                step = delays[1] - delays[0]
-                vertex = delays[i] + 0.5 * step * (c0 - c2) / denom
-                delay = float(np.clip(vertex, max(delays[0], delays[k] - step), min(delays[-1], delays[k] + step)))
         gain, offset, sse_best = sse_at(np.array([delay]))
-        if sse_best[0] > sse[k]:  # the parabola overshot: keep the grid point
-            delay = delays[k]
-            gain, offset, sse_best = sse_at(np.array([delay]))
-        after = float(np.sqrt(sse_best[0] / n_sel))
-        results.append(
-            JointCalibration(names[j], float(delay) * 1e-9, float(gain[0]), float(offset[0]), before, after, n_sel)
-        )
-    return results
+    after = float(np.sqrt(sse_best[0] / n_sel))
+    return JointCalibration(name, float(delay) * 1e-9, float(gain[0]), float(offset[0]), before, after, n_sel)
+
+
+def _refine_delay(delays: np.ndarray, sse: np.ndarray, k: int) -> float:
+    """The vertex of the parabola through the best grid point's neighbours, within a step of it.
+
+    At either end of the grid the parabola goes through the three end points, so a delay
+    under half a step is refined too. Returns the grid delay when there is no minimum.
+    """
+    delay = delays[k]
+    if delays.size < 3:
+        return delay
+    i = min(max(k, 1), delays.size - 2)
+    c0, c1, c2 = sse[i - 1], sse[i], sse[i + 1]
+    denom = c0 - 2.0 * c1 + c2
+    if denom <= 0:
+        return delay
+    step = delays[1] - delays[0]
+    vertex = delays[i] + 0.5 * step * (c0 - c2) / denom
+    return float(np.clip(vertex, max(delays[0], delays[k] - step), min(delays[-1], delays[k] + step)))
