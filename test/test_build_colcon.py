@@ -1,4 +1,4 @@
-"""Path 1: `colcon build` and `colcon test` in a fresh workspace against the PyPI ROS 2 prefix."""
+"""The README's ROS 2 workspace install: `colcon build` and `colcon test` in a fresh workspace against the PyPI ROS 2 prefix."""
 
 from __future__ import annotations
 
