@@ -7,7 +7,7 @@ the real side and receive delays of 1 ms plus exponential jitter, in order per s
 ``analyse_run`` hands those columns to the engine as replay does and runs it at the live
 node's 20 ms ticks. Events are
 scored against the truth the demo would record (from each injection's effect start) with
-DESIGN.md's matching rule (``core.scoring.score_events``).
+the matching rule of ``sim_real_bridge.evaluation.scoring.score_events``.
 
 Usage:
     python bench/attribution_eval.py --json --seeds A:B [--robot NAME] [--workers N]

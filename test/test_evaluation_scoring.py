@@ -1,4 +1,4 @@
-"""Scoring: the DESIGN.md matching rule and the per-category figures built on it."""
+"""Scoring: the matching rule of evaluation/scoring.py and the per-category figures built on it."""
 
 from __future__ import annotations
 

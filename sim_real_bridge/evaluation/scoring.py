@@ -1,4 +1,4 @@
-"""Scoring of attributed gap events against the stand-in's truth (DESIGN.md matching rule).
+"""Scoring of attributed gap events against the stand-in's truth: the matching rule.
 
 The rule, exactly: an event matches a truth entry of the same category whose window,
 widened by ``before_s`` (0.5 s) before its start and ``after_s`` (2 s) after its end,
@@ -57,7 +57,7 @@ def event_matches_truth(
     before_s: float = MATCH_BEFORE_S,
     after_s: float = MATCH_AFTER_S,
 ) -> bool:
-    """Return True when the event matches the truth entry under the DESIGN.md rule."""
+    """Return True when the event matches the truth entry under the matching rule (module docstring)."""
     e_cat, e_start, e_end = _window(event, "events", 0)
     t_cat, t_start, t_end = _window(truth, "truth", 0)
     return _overlaps(e_cat, e_start, e_end, t_cat, t_start, t_end, before_s, after_s)

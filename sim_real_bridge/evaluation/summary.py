@@ -1,4 +1,4 @@
-"""The run summary JSON (DESIGN.md "Summary JSON"), built one way for demo and replay.
+"""The run summary JSON, built one way for demo and replay.
 
 ``sim-real-bridge demo`` merges the monitor's run summary with the stand-in's labels
 seen live; ``sim-real-bridge replay`` merges the replayed engine's run summary with the

@@ -53,7 +53,7 @@ def _rollup_row(run: RunReportData | Mapping[str, Any], index: int) -> dict[str,
 def rollup_rows(runs: Sequence[RunReportData | Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Return one roll-up row per run (RunReportData, roll-up rows, or summary JSON dicts).
 
-    A summary dict may carry, besides the DESIGN.md summary keys: name, report_href,
+    A summary dict may carry, besides the summary.json keys: name, report_href,
     position_rms_rad / force_rms_n (or inside "residuals"), sim_success, real_success,
     policy (or group), warnings.
     """
