@@ -34,6 +34,7 @@ from typing import Any
 
 import rclpy
 from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticStatus
 from geometry_msgs.msg import PoseStamped, WrenchStamped
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
@@ -70,7 +71,28 @@ class SimRobotNode(Node):
 
     def __init__(self, node_name: str = NODE_NAME, publish_clock_default: bool = True, **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
+        self._declare_parameters(publish_clock_default)
+        self._read_pacing_parameters()
+        self.scenario = load_scenario(str(self.get_parameter("scenario").value),
+                                      robot=str(self.get_parameter("robot").value) or None)
+        physics = ArmPhysics(self.get_parameter("model_path").value or None, robot=self.scenario.robot)
+        rates = {s: float(self.get_parameter(f"{s}_rate_hz").value) for s in DEFAULT_RATES_HZ}
+        self.robot = SimulatedRobot(physics, rates_hz=rates, reality=self.make_reality(physics))
+        self._joint_names = list(physics.joint_names)
+        self._problems = InputProblems()
+        self._commands = 0
+        self._instabilities = 0
+        self._create_topics()
+        self._prepare_physics_thread()
+        self._diagnostics = DiagnosticsPublisher(self, float(self.get_parameter("diagnostics_period_s").value))
+        self._diagnostics.add(self._physics_status)
+        mode = "clock source" if self._is_clock else ("following /clock" if self._use_sim_time else "wall clock")
+        self.get_logger().info(
+            f"{self.get_name()}: MuJoCo robot {physics.robot_name or '(custom)'} ({physics.model_path.name}), "
+            f"physics 1 kHz, {mode}, streams {list(self._stream_pubs)}, commands on {self._trajectory_topic}"
+        )
 
+    def _declare_parameters(self, publish_clock_default: bool) -> None:
         def describe(text: str) -> ParameterDescriptor:
             return ParameterDescriptor(description=text)
 
@@ -100,13 +122,17 @@ class SimRobotNode(Node):
         self.declare_parameter("realtime_factor_period_s", 1.0, describe("Period of ~/realtime_factor, s."))
         self.declare_parameter("diagnostics_period_s", 1.0, describe("Period of /diagnostics, s."))
 
-        rates = {s: float(self.get_parameter(f"{s}_rate_hz").value) for s in DEFAULT_RATES_HZ}
-        model_path = self.get_parameter("model_path").value or None
+    def _read_pacing_parameters(self) -> None:
+        """Frames, tick period, step cap and the clock mode (see the module docstring).
+
+        Raises:
+            ConfigError: a period, step cap or speed out of range.
+        """
         self._world_frame = str(self.get_parameter("world_frame").value)
         self._ft_frame = str(self.get_parameter("ft_frame").value)
         self._max_steps = int(self.get_parameter("max_steps_per_tick").value)
-        tick_period_s = float(self.get_parameter("tick_period_s").value)
-        if tick_period_s <= 0 or self._max_steps < 1:
+        self._tick_period_s = float(self.get_parameter("tick_period_s").value)
+        if self._tick_period_s <= 0 or self._max_steps < 1:
             raise ConfigError("tick_period_s must be > 0 and max_steps_per_tick >= 1")
         self._use_sim_time = bool(self.get_parameter("use_sim_time").value)
         self._is_clock = self._use_sim_time and bool(self.get_parameter("publish_clock").value)
@@ -114,15 +140,8 @@ class SimRobotNode(Node):
         if self._sim_speed < 0:
             raise ConfigError(f"sim_speed must be >= 0, got {self._sim_speed}")
 
-        self.scenario = load_scenario(str(self.get_parameter("scenario").value),
-                                      robot=str(self.get_parameter("robot").value) or None)
-        physics = ArmPhysics(model_path, robot=self.scenario.robot)
-        self.robot = SimulatedRobot(physics, rates_hz=rates, reality=self.make_reality(physics))
-        self._joint_names = list(physics.joint_names)
-        self._problems = InputProblems()
-        self._commands = 0
-        self._instabilities = 0
-
+    def _create_topics(self) -> None:
+        """A publisher per stream the robot has, ~/realtime_factor, /clock when it is the clock, commands in."""
         types = {"joint_states": JointState, "wrench": WrenchStamped, "ee_pose": PoseStamped, "object_pose": PoseStamped}
         self._stream_pubs = {
             stream: self.create_publisher(types[stream], stream, STREAM_PUB_QOS) for stream in self.robot.streams
@@ -132,6 +151,8 @@ class SimRobotNode(Node):
         self._trajectory_topic = self.resolve_topic_name("~/joint_trajectory")
         self._sub = self.create_subscription(JointTrajectory, "~/joint_trajectory", self._on_trajectory, COMMAND_QOS)
 
+    def _prepare_physics_thread(self) -> None:
+        """The physics thread and its clocks; it starts from the executor (see _start_physics)."""
         # Offset from physics time to ROS time (set on the first tick).
         self._t0_ns: int | None = None
         self._wall_start_ns: int | None = None
@@ -139,7 +160,6 @@ class SimRobotNode(Node):
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         # Physics runs on its own thread, paced by sleeping: an executor timer at 250 Hz
         # costs several times the stepping itself. Commands reach it under a lock.
-        self._tick_period_s = tick_period_s
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run_physics, name=f"{self.get_name()}_physics", daemon=True)
@@ -147,13 +167,6 @@ class SimRobotNode(Node):
         self._start_timer = self.create_timer(0.001, self._start_physics, clock=self._steady)
         self._rtf_timer = self.create_timer(
             float(self.get_parameter("realtime_factor_period_s").value), self._publish_rtf, clock=self._steady
-        )
-        self._diagnostics = DiagnosticsPublisher(self, float(self.get_parameter("diagnostics_period_s").value))
-        self._diagnostics.add(self._status)
-        mode = "clock source" if self._is_clock else ("following /clock" if self._use_sim_time else "wall clock")
-        self.get_logger().info(
-            f"{self.get_name()}: MuJoCo robot {physics.robot_name or '(custom)'} ({physics.model_path.name}), "
-            f"physics 1 kHz, {mode}, streams {list(self._stream_pubs)}, commands on {self._trajectory_topic}"
         )
 
     @property
@@ -302,7 +315,7 @@ class SimRobotNode(Node):
             return
         self._rtf_pub.publish(Float64(data=float(self.realtime_factor)))
 
-    def _status(self):
+    def _physics_status(self) -> DiagnosticStatus:
         rtf = self.realtime_factor
         level = diagnostics.OK if rtf >= 0.98 or self._use_sim_time or self._wall_start_ns is None else diagnostics.WARN
         if self._instabilities:

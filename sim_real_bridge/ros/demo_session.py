@@ -16,10 +16,14 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sim_real_bridge.evaluation.summary import TruthCollector, build_summary
 from sim_real_bridge.errors import SimRealBridgeError
+
+if TYPE_CHECKING:  # imported when the demo runs: the CLI starts without them
+    from sim_real_bridge.ros.graph import NodeSpec
+    from sim_real_bridge.sim.scenario import Scenario
 
 #: The monitor writes its run summary here (relative to its output_dir) on shutdown.
 MONITOR_SUMMARY_NAME = "monitor_summary.json"
@@ -210,6 +214,24 @@ def _start_recorder(node: Any, record_dir: Path, specs: list) -> Any:
     return TopicRecorder(node, record_dir, specs)
 
 
+@dataclass
+class DemoRun:
+    """One demo run, planned: what runs and where everything goes."""
+
+    scenario: Scenario
+    duration_s: float
+    out_dir: Path
+    summary_path: Path
+    #: The monitor's output_dir (its run summary, snapshots).
+    monitor_dir: Path
+    #: The graph's processes.
+    specs: list[NodeSpec]
+    #: With --record: the monitor's own input recording and the demo's recording of the rest.
+    inputs_bag: Path | None = None
+    recorder_bag: Path | None = None
+    record_dir: Path | None = None
+
+
 def run_demo(request: DemoRequest) -> int:
     """Runs the demo graph for the scenario's duration and writes the summary JSON.
 
@@ -221,93 +243,93 @@ def run_demo(request: DemoRequest) -> int:
     """
     _require_rclpy()
     from rich.console import Console
-    from rich.live import Live
 
+    console = Console(stderr=True)
+    run = _plan_run(request, console)
+    observer, exit_codes = _run_graph(run, console, live_view=request.live and console.is_terminal)
+    monitor_summary = _read_monitor_summary(run, exit_codes)
+    if run.record_dir is not None and run.inputs_bag is not None and run.recorder_bag is not None:
+        _merge_recording(run.inputs_bag, run.recorder_bag, run.record_dir)
+    summary = _write_summary(run, observer, monitor_summary, exit_codes)
+    _print_results(console, summary, observer.realtime_factor, run.summary_path)
+    return 0
+
+
+def _plan_run(request: DemoRequest, console: Any) -> DemoRun:
+    """Loads the scenario, prepares the output directory and says what runs; builds the graph's specs."""
     from sim_real_bridge.resources import share_path
     from sim_real_bridge.ros.graph import GraphOptions, demo_graph
-    from sim_real_bridge.ros.runner import GraphRunner
     from sim_real_bridge.sim.scenario import load_scenario
 
     scenario = load_scenario(request.scenario, robot=request.robot)
-    duration_s = float(request.duration_s or scenario.duration_s)
     out_dir = request.out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    summary_path = (request.summary_path or out_dir / "summary.json").resolve()
-    monitor_dir = out_dir / "monitor"
-    stale = monitor_dir / MONITOR_SUMMARY_NAME
+    run = DemoRun(scenario=scenario, duration_s=float(request.duration_s or scenario.duration_s), out_dir=out_dir,
+                  summary_path=(request.summary_path or out_dir / "summary.json").resolve(),
+                  monitor_dir=out_dir / "monitor", specs=[])
+    stale = run.monitor_dir / MONITOR_SUMMARY_NAME
     if stale.exists():
         stale.unlink()
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(11, 90)))
-    console = Console(stderr=True)
     console.print(
         f"[bold]sim_real_bridge demo[/]: scenario {scenario.name} ({request.scenario}) on {scenario.robot}, "
-        f"{duration_s:.0f} s, "
+        f"{run.duration_s:.0f} s, "
         f"ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']}, output in {out_dir}"
     )
-    scenario_path = Path(request.scenario)
     extra_parameters: dict[str, dict[str, object]] = {}
     if request.duration_s:
         # --duration also lengthens the command program (else it ends at duration_s).
-        extra_parameters["task_player"] = {"duration_s": duration_s}
-    inputs_bag = recorder_bag = None
+        extra_parameters["task_player"] = {"duration_s": run.duration_s}
     if request.record_dir:
-        if Path(request.record_dir).exists():
-            raise SimRealBridgeError(f"cannot record to {request.record_dir}: it exists already")
-        # The monitor records its own inputs with its receive times (what replay must
-        # see to equal live); the demo's recorder adds every other topic.
-        record_work = out_dir / "record_work"
-        shutil.rmtree(record_work, ignore_errors=True)
-        record_work.mkdir()
-        inputs_bag, recorder_bag = record_work / "monitor_inputs", record_work / "graph"
-        extra_parameters["divergence_monitor"] = {"record_inputs_path": str(inputs_bag)}
-    options = GraphOptions(
+        _plan_recording(run, request.record_dir)
+        extra_parameters["divergence_monitor"] = {"record_inputs_path": str(run.inputs_bag)}
+    scenario_path = Path(request.scenario)
+    run.specs = demo_graph(GraphOptions(
         config_dir=share_path("config"),
         scenario=str(scenario_path.resolve()) if scenario_path.is_file() else scenario.name,
         robot=scenario.robot,
-        output_dir=monitor_dir,
+        output_dir=run.monitor_dir,
         extra_parameters=extra_parameters,
-    )
-    specs = demo_graph(options)
+    ))
+    return run
 
+
+def _plan_recording(run: DemoRun, record_dir: Path) -> None:
+    """Where --record's two halves go until merged into ``record_dir`` (which must not exist)."""
+    if Path(record_dir).exists():
+        raise SimRealBridgeError(f"cannot record to {record_dir}: it exists already")
+    # The monitor records its own inputs with its receive times (what replay must
+    # see to equal live); the demo's recorder adds every other topic.
+    record_work = run.out_dir / "record_work"
+    shutil.rmtree(record_work, ignore_errors=True)
+    record_work.mkdir()
+    run.record_dir = record_dir
+    run.inputs_bag, run.recorder_bag = record_work / "monitor_inputs", record_work / "graph"
+
+
+def _run_graph(run: DemoRun, console: Any, live_view: bool) -> tuple[DemoObserver, dict[str, int]]:
+    """Starts the graph's processes, watches them for the run's duration, stops them.
+
+    Returns:
+        The observer (what it saw) and each node's exit code.
+    """
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
+
+    from sim_real_bridge.ros.runner import GraphRunner
 
     rclpy.init()
     node = rclpy.create_node("sim_real_bridge_demo")
     observer = DemoObserver(node)
-    recorder = _start_recorder(node, recorder_bag, specs) if recorder_bag is not None else None
+    recorder = _start_recorder(node, run.recorder_bag, run.specs) if run.recorder_bag is not None else None
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    runner = GraphRunner(specs, log_dir=out_dir / "logs")
-    exit_codes: dict[str, int] = {}
+    runner = GraphRunner(run.specs, log_dir=run.out_dir / "logs")
     failed: list[str] = []
-    live_view = request.live and console.is_terminal
     try:
         runner.start()
-        started = time.monotonic()
-        last_print = 0.0
-        with Live(_render(observer, scenario.name, duration_s), console=console, refresh_per_second=4,
-                  transient=False) if live_view else _NullContext() as live:
-            while True:
-                executor.spin_once(timeout_sec=0.05)
-                failed = [n.spec.name for n in runner.failed()]
-                if failed:
-                    break
-                if observer.first_command_wall_s is None and time.monotonic() - started > STARTUP_TIMEOUT_S:
-                    raise SimRealBridgeError(
-                        f"no command on /bridge/joint_trajectory within {STARTUP_TIMEOUT_S:.0f} s; "
-                        f"see the node logs in {out_dir / 'logs'}"
-                    )
-                elapsed = observer.elapsed()
-                if live_view:
-                    live.update(_render(observer, scenario.name, duration_s))
-                elif time.monotonic() - last_print > 5.0:
-                    last_print = time.monotonic()
-                    console.print(f"  t={elapsed:5.1f}/{duration_s:.0f} s  events={len(observer.events)}  "
-                                  f"injected now: {', '.join(observer.active) or '-'}")
-                if elapsed >= duration_s:
-                    break
+        failed = _watch(run, observer, executor, runner, console, live_view)
     finally:
         exit_codes = runner.stop(timeout_s=SHUTDOWN_TIMEOUT_S)
         if recorder is not None:
@@ -316,26 +338,68 @@ def run_demo(request: DemoRequest) -> int:
         node.destroy_node()
         rclpy.try_shutdown()
     if failed:
-        logs = ", ".join(str(out_dir / "logs" / f"{name}.log") for name in failed)
+        logs = ", ".join(str(run.out_dir / "logs" / f"{name}.log") for name in failed)
         raise SimRealBridgeError(f"node(s) {', '.join(failed)} exited early; see {logs}")
+    return observer, exit_codes
 
-    monitor_summary_path = monitor_dir / MONITOR_SUMMARY_NAME
-    if not monitor_summary_path.is_file():
+
+def _watch(run: DemoRun, observer: DemoObserver, executor: Any, runner: Any, console: Any,
+           live_view: bool) -> list[str]:
+    """Spins the observer until the duration is over or a node failed; returns the failed nodes.
+
+    Raises:
+        SimRealBridgeError: no mirrored command within STARTUP_TIMEOUT_S.
+    """
+    from rich.live import Live
+
+    name, duration_s = run.scenario.name, run.duration_s
+    started = time.monotonic()
+    last_print = 0.0
+    with Live(_render(observer, name, duration_s), console=console, refresh_per_second=4,
+              transient=False) if live_view else _NullContext() as live:
+        while True:
+            executor.spin_once(timeout_sec=0.05)
+            failed = [n.spec.name for n in runner.failed()]
+            if failed:
+                return failed
+            if observer.first_command_wall_s is None and time.monotonic() - started > STARTUP_TIMEOUT_S:
+                raise SimRealBridgeError(
+                    f"no command on /bridge/joint_trajectory within {STARTUP_TIMEOUT_S:.0f} s; "
+                    f"see the node logs in {run.out_dir / 'logs'}"
+                )
+            elapsed = observer.elapsed()
+            if live_view:
+                live.update(_render(observer, name, duration_s))
+            elif time.monotonic() - last_print > 5.0:
+                last_print = time.monotonic()
+                console.print(f"  t={elapsed:5.1f}/{duration_s:.0f} s  events={len(observer.events)}  "
+                              f"injected now: {', '.join(observer.active) or '-'}")
+            if elapsed >= duration_s:
+                return []
+
+
+def _read_monitor_summary(run: DemoRun, exit_codes: dict[str, int]) -> dict[str, Any]:
+    """The run summary the monitor wrote on shutdown."""
+    path = run.monitor_dir / MONITOR_SUMMARY_NAME
+    if not path.is_file():
         raise SimRealBridgeError(
-            f"the divergence monitor wrote no run summary ({monitor_summary_path}); exit codes {exit_codes}; "
-            f"see {out_dir / 'logs' / 'divergence_monitor.log'}"
+            f"the divergence monitor wrote no run summary ({path}); exit codes {exit_codes}; "
+            f"see {run.out_dir / 'logs' / 'divergence_monitor.log'}"
         )
-    monitor_summary = json.loads(monitor_summary_path.read_text())
-    if request.record_dir and inputs_bag is not None and recorder_bag is not None:
-        _merge_recording(inputs_bag, recorder_bag, request.record_dir)
-    elapsed_s = min(observer.elapsed(), duration_s)
+    return json.loads(path.read_text())
+
+
+def _write_summary(run: DemoRun, observer: DemoObserver, monitor_summary: dict[str, Any],
+                   exit_codes: dict[str, int]) -> dict[str, Any]:
+    """The monitor's summary merged with the truth and scored, written to run.summary_path."""
+    elapsed_s = min(observer.elapsed(), run.duration_s)
     truth = observer.labels.truth(elapsed_s)
     events = monitor_summary.get("events", [])
     for event in events:
         if event.get("snapshot"):
-            event["snapshot"] = os.path.relpath(monitor_dir / event["snapshot"], summary_path.parent)
+            event["snapshot"] = os.path.relpath(run.monitor_dir / event["snapshot"], run.summary_path.parent)
     summary = build_summary(
-        monitor_summary, scenario=scenario.name, duration_s=elapsed_s, truth=truth, events=events,
+        monitor_summary, scenario=run.scenario.name, duration_s=elapsed_s, truth=truth, events=events,
         extra={
             "realtime_factor": min(observer.realtime_factor.values()) if observer.realtime_factor else None,
             "realtime_factor_by_node": observer.realtime_factor,
@@ -346,19 +410,23 @@ def run_demo(request: DemoRequest) -> int:
         },
     )
     summary["degradation"] = degradation(summary["load"], observer.realtime_factor)
-    scores = summary["scores"]
-    summary_path.parent.mkdir(parents=True, exist_ok=True)
-    summary_path.write_text(json.dumps(summary, indent=2))
+    run.summary_path.parent.mkdir(parents=True, exist_ok=True)
+    run.summary_path.write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def _print_results(console: Any, summary: dict[str, Any], realtime_factor_by_node: dict[str, float],
+                   summary_path: Path) -> None:
+    """The score table, the robots' real-time factors, whether the run was degraded."""
     degraded = summary["degradation"]
-    console.print(_score_table(scores, degraded["degraded"]))
+    console.print(_score_table(summary["scores"], degraded["degraded"]))
     rtf = summary["realtime_factor"]
     console.print(f"realtime factor of the simulated robots: {'n/a' if rtf is None else f'{rtf:.3f}'}"
-                  + "".join(f"\n  {name}: {factor:.3f}" for name, factor in sorted(observer.realtime_factor.items())))
+                  + "".join(f"\n  {name}: {factor:.3f}" for name, factor in sorted(realtime_factor_by_node.items())))
     if degraded["degraded"]:
         console.print("[bold yellow]degraded run[/]: " + "; ".join(degraded["reasons"])
                       + ". The scores above are not representative of the analysis.")
     console.print(f"summary written to {summary_path}")
-    return 0
 
 
 class _NullContext:
