@@ -184,7 +184,7 @@ def _render(observer: DemoObserver, scenario: str, duration_s: float) -> Any:
 def _score_table(scores: dict[str, Any], degraded: bool = False) -> Any:
     from rich.table import Table
 
-    title = "detection by category (DESIGN.md matching rule)"
+    title = "detection by category (matching rule: sim_real_bridge.evaluation.scoring)"
     if degraded:
         title += " - NOT REPRESENTATIVE: the run was degraded"
     table = Table(title=title)
