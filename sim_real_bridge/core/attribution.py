@@ -247,17 +247,61 @@ def _common_evidence(f: TickFeatures, ext_n: float) -> dict[str, str]:
             "joint_residual_rad": f"{f.joint_residual_rad:.4f}", "ee_error_m": f"{f.ee_error_m:.4f}"}
 
 
+@dataclass(slots=True)
+class _Scores:
+    """The scores of one tick as the rules set them, with each category's kind and evidence."""
+
+    dynamics: float = 0.0
+    contact: float = 0.0
+    sensor: float = 0.0
+    human: float = 0.0
+    unauthored: float = 0.0
+    kinds: dict[str, str] = field(default_factory=dict)
+    evidence: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def put(self, category: str, score: float, kind: str, evidence: dict[str, str]) -> None:
+        setattr(self, category, score)
+        self.kinds[category] = kind
+        self.evidence[category] = evidence
+
+
+@dataclass(frozen=True, slots=True)
+class _Wrist:
+    """What the wrist and the joints tell of an external force at one tick."""
+
+    ext: np.ndarray  # the real minus sim wrist force (N)
+    ext_n: float  # its norm, 0 where not finite
+    felt: bool  # the joints carry it (J^T F): a real force, not a sensor artefact
+    loaded: bool  # a stiff external load on the joints
+    stiffness: float  # effort residual over joint residual (N m/rad)
+    free: bool  # the sim is not (and was not just) in contact
+    vertical: bool  # the force is mostly vertical (a weight)
+
+
 def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
     """Apply the rules to one tick's features; see the module docstring."""
-    f = features
-    cfg = config
-    # The categories' scores as locals (most ticks every one stays 0: a dict of them per
-    # read and write cost more than the rules); the dict is made at the end.
-    dynamics = contact = sensor = human = unauthored = 0.0
-    kinds: dict[str, str] = {}
-    evidence: dict[str, dict[str, str]] = {}
+    f, cfg = features, config
+    scores = _Scores()
+    suppressed = _sensor_rule(f, cfg, scores)
+    if not suppressed:
+        wrist = _wrist(f, cfg)
+        _wrench_rules(f, cfg, wrist, scores)
+        _unauthored_rules(f, cfg, wrist, scores)
+        _dynamics_rule(f, cfg, wrist, scores)
+    tail = not suppressed and _unauthored_tail(f, cfg, scores)
+    values = {"dynamics": scores.dynamics, "contact": scores.contact, "sensor": scores.sensor,
+              "human": scores.human, "unauthored": scores.unauthored}
+    active: dict[str, tuple[float, str, dict[str, str]]] = {}
+    if max(values.values()) >= cfg.active_score:  # (most ticks no category is active)
+        for c in CATEGORIES:
+            if values[c] >= cfg.active_score:
+                active[c] = (round(float(values[c]), 6), scores.kinds.get(c, ""), scores.evidence.get(c, {}))
+    top = max(active, key=lambda c: active[c][0]) if active else NONE
+    return Attribution(f.t_ns, values, active, top, tail)
 
-    # 1. sensor
+
+def _sensor_rule(f: TickFeatures, cfg: AttributionConfig, scores: _Scores) -> bool:
+    """1. sensor: the worst health flag; whether an untrusted stream suppresses the rest."""
     worst: tuple[str, float, dict[str, str]] | None = None
     untrusted = False
     for flag in f.sensor_flags:  # (mostly none)
@@ -266,139 +310,124 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
         untrusted = untrusted or flag[0] in _UNTRUSTED_SENSOR_KINDS
     if worst is not None:
         name, severity, flag_evidence = worst
-        sensor = max(cfg.active_score, min(1.0, 0.5 + 0.5 * severity))
-        kinds["sensor"] = name
-        evidence["sensor"] = {"flag": name, **flag_evidence}
+        scores.put("sensor", max(cfg.active_score, min(1.0, 0.5 + 0.5 * severity)), name,
+                   {"flag": name, **flag_evidence})
     recovering = f.since_untrusted_s < cfg.sensor_recovery_s
-    suppressed = (untrusted or recovering) and cfg.sensor_suppresses
+    return (untrusted or recovering) and cfg.sensor_suppresses
 
-    if not suppressed:
-        ext = f.external_force_n
-        ext_n = math.hypot(*ext)
-        if not math.isfinite(ext_n):
-            ext_n = 0.0  # a non-finite component: no force known
-        joints_valid = f.joints_valid
-        effort = f.effort_residual
-        # A real force at the wrist is felt by the joints (J^T F); a sensor artefact is not.
-        felt = joints_valid and effort >= max(cfg.felt_min_nm, cfg.felt_lever_m * ext_n)
-        stiffness = effort / max(f.joint_residual_rad, 1e-6)
-        loaded = joints_valid and effort >= cfg.effort_residual_nm and stiffness >= cfg.external_stiffness_nm_per_rad
-        free = not f.sim_contact_recent
-        wrench_valid = f.wrench_valid
 
+def _wrist(f: TickFeatures, cfg: AttributionConfig) -> _Wrist:
+    ext = f.external_force_n
+    ext_n = math.hypot(*ext)
+    if not math.isfinite(ext_n):
+        ext_n = 0.0  # a non-finite component: no force known
+    effort = f.effort_residual
+    stiffness = effort / max(f.joint_residual_rad, 1e-6)
+    return _Wrist(
+        ext=ext, ext_n=ext_n, stiffness=stiffness, free=not f.sim_contact_recent,
+        felt=f.joints_valid and effort >= max(cfg.felt_min_nm, cfg.felt_lever_m * ext_n),
+        loaded=f.joints_valid and effort >= cfg.effort_residual_nm and stiffness >= cfg.external_stiffness_nm_per_rad,
+        vertical=ext_n > 0 and abs(ext[2]) / ext_n >= cfg.payload_vertical_cos)
+
+
+def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
+    """An external force: obstacle, sensor bias, contact, payload or an agent (first that holds)."""
+    ee_needed = cfg.obstacle_vertical_ee_error_m if w.vertical else cfg.obstacle_ee_error_m
+    if (f.wrench_valid and w.felt and w.ext_n >= cfg.human_force_n and math.isfinite(f.ee_error_m)
+            and f.ee_error_m >= ee_needed):
         # unmodelled obstacle: the tool is pushed off its path by a force the sim lacks
-        vertical = ext_n > 0 and abs(ext[2]) / ext_n >= cfg.payload_vertical_cos
-        ee_needed = cfg.obstacle_vertical_ee_error_m if vertical else cfg.obstacle_ee_error_m
-        if (wrench_valid and felt and ext_n >= cfg.human_force_n and math.isfinite(f.ee_error_m)
-                and f.ee_error_m >= ee_needed):
-            unauthored = max(_ramp(ext_n, cfg.human_force_n), _ramp(f.ee_error_m, ee_needed))
-            kinds["unauthored"] = "obstacle"
-            cos = 0.0
-            speed_sim = _norm(f.sim_tip_velocity_m_s)  # (tip speeds: read only where a rule fires)
-            if speed_sim > 1e-6 and ext_n > 1e-9:
-                cos = float(np.dot(ext, -np.asarray(f.sim_tip_velocity_m_s)) / (ext_n * speed_sim))
-            evidence["unauthored"] = {**_common_evidence(f, ext_n), "force_vs_motion_cos": f"{cos:.2f}"}
-        elif wrench_valid and not felt and joints_valid and ext_n >= (
-                cfg.ft_unfelt_force_n if free else cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n):
-            # the wrist sensor reports a force the joints do not feel: sensor bias
-            s = max(cfg.active_score, _ramp(ext_n, cfg.ft_unfelt_force_n))
-            if s > sensor:
-                sensor = s
-                kinds["sensor"] = "ft_bias_drift"
-                evidence["sensor"] = _common_evidence(f, ext_n)
-        elif wrench_valid and not free:
-            # 2. contact: modelled contact, force residual beyond what the model predicts
-            thr = cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n
-            s = max(_ramp(f.force_residual_n, thr), _ramp(f.torque_residual_nm, cfg.contact_torque_nm))
-            slip_recent = (f.last_kind.get("unauthored") == "object_slip"
-                           and f.since_active_s.get("unauthored", math.inf) <= cfg.object_slip_linger_s)
-            if s >= cfg.active_score and felt and (slip_recent or f.object_free_drift_m >= cfg.object_drift_m):
-                # the object is not where the sim has it (it slipped): contact differs as a
-                # result; after the slip has stopped this is no new gap, so it is not reported
-                unauthored = s if slip_recent else 0.0
-                kinds["unauthored"] = "object_slip"
-                evidence["unauthored"] = {"object_free_drift_m": f"{f.object_free_drift_m:.3f}",
-                                          "force_residual_n": f"{f.force_residual_n:.2f}"}
-            elif felt or s < cfg.active_score:
-                contact = s
-                kinds["contact"] = "contact"
-                evidence["contact"] = {
-                    "force_residual_n": f"{f.force_residual_n:.2f}", "sim_force_n": f"{f.sim_force_n:.2f}",
-                    "torque_residual_nm": f"{f.torque_residual_nm:.3f}", "effort_residual": f"{effort:.2f}",
-                }
-        elif free and loaded:
-            if wrench_valid and ext_n >= cfg.ft_unfelt_force_n and vertical:
-                dynamics = _ramp(ext_n, cfg.ft_unfelt_force_n)
-                kinds["dynamics"] = "payload"
-                evidence["dynamics"] = _common_evidence(f, ext_n)
-            else:
-                # 3. an agent pushes or holds the arm: a stiff external load the sim lacks
-                human = _ramp(effort, cfg.effort_residual_nm)
-                speed_sim = _norm(f.sim_tip_velocity_m_s)
-                blocked = speed_sim > 0.05 and _norm(f.real_tip_velocity_m_s) < cfg.blocked_speed_ratio * speed_sim
-                kinds["human"] = "hold" if blocked else "push"
-                evidence["human"] = {**_common_evidence(f, ext_n), "stiffness_nm_per_rad": f"{stiffness:.0f}"}
+        cos = 0.0
+        speed_sim = _norm(f.sim_tip_velocity_m_s)
+        if speed_sim > 1e-6 and w.ext_n > 1e-9:
+            cos = float(np.dot(w.ext, -np.asarray(f.sim_tip_velocity_m_s)) / (w.ext_n * speed_sim))
+        scores.put("unauthored", max(_ramp(w.ext_n, cfg.human_force_n), _ramp(f.ee_error_m, ee_needed)), "obstacle",
+                   {**_common_evidence(f, w.ext_n), "force_vs_motion_cos": f"{cos:.2f}"})
+    elif f.wrench_valid and not w.felt and f.joints_valid and w.ext_n >= (
+            cfg.ft_unfelt_force_n if w.free else cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n):
+        # the wrist sensor reports a force the joints do not feel: sensor bias
+        s = max(cfg.active_score, _ramp(w.ext_n, cfg.ft_unfelt_force_n))
+        if s > scores.sensor:
+            scores.put("sensor", s, "ft_bias_drift", _common_evidence(f, w.ext_n))
+    elif f.wrench_valid and not w.free:
+        _contact_rule(f, cfg, w, scores)
+    elif w.free and w.loaded:
+        if f.wrench_valid and w.ext_n >= cfg.ft_unfelt_force_n and w.vertical:
+            scores.put("dynamics", _ramp(w.ext_n, cfg.ft_unfelt_force_n), "payload", _common_evidence(f, w.ext_n))
+        else:
+            # an agent pushes or holds the arm: a stiff external load the sim lacks
+            speed_sim = _norm(f.sim_tip_velocity_m_s)
+            blocked = speed_sim > 0.05 and _norm(f.real_tip_velocity_m_s) < cfg.blocked_speed_ratio * speed_sim
+            scores.put("human", _ramp(f.effort_residual, cfg.effort_residual_nm), "hold" if blocked else "push",
+                       {**_common_evidence(f, w.ext_n), "stiffness_nm_per_rad": f"{w.stiffness:.0f}"})
 
-        # 4. unauthored
-        active_score = cfg.active_score
-        if (joints_valid and f.stalled_joints and f.stall_s >= cfg.stall_min_s
-                and human < active_score and unauthored < active_score):
-            unauthored = min(1.0, 0.5 + f.stall_s)
-            kinds["unauthored"] = "joint_stall"
-            evidence["unauthored"] = {"stalled": ",".join(f.stalled_joints), "stall_s": f"{f.stall_s:.2f}"}
-        if (free and unauthored < active_score and math.isfinite(f.object_error_m)
-                and math.isfinite(f.object_error_speed_m_s) and f.object_error_m >= cfg.object_error_m
-                and f.object_error_speed_m_s >= cfg.object_slip_speed_m_s
-                and not f.real_contact and not (f.real_tool_object_m < cfg.object_touch_m)
-                and not (f.sim_object_speed_m_s > cfg.object_still_m_s)):
-            # the real object moves away from the sim's while nothing the sim models touches it
-            unauthored = _ramp(f.object_error_speed_m_s, cfg.object_slip_speed_m_s)
-            kinds["unauthored"] = "object_slip"
-            evidence["unauthored"] = {"object_error_m": f"{f.object_error_m:.3f}",
-                                      "object_error_speed_m_s": f"{f.object_error_speed_m_s:.3f}"}
 
-        # 5. dynamics: free-space residual of the actuation (not a stiff external load)
-        fit = f.fit
-        if (joints_valid and fit is not None and free and not f.stalled_joints
-                and not max(human, unauthored, contact, dynamics) >= active_score):
-            residual = f.joint_residual_rad
-            if residual > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained:
-                dynamics = _ramp(residual, cfg.dynamics_residual_rad)
-                if effort >= cfg.effort_residual_nm:
-                    kinds["dynamics"] = "joint_friction"
-                elif fit.delay_s >= 0.02 and abs(fit.gain - 1) < 0.2:
-                    kinds["dynamics"] = "latency"
-                else:
-                    kinds["dynamics"] = "gain"
-                evidence["dynamics"] = {
-                    **_common_evidence(f, ext_n), "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}",
-                    "fit_explained": f"{fit.explained:.2f}", "stiffness_nm_per_rad": f"{stiffness:.0f}",
-                }
-            elif residual > cfg.unexplained_residual_rad and f.unexplained_s >= cfg.unexplained_min_s:
-                unauthored = _ramp(residual, cfg.unexplained_residual_rad)
-                kinds["unauthored"] = "unexplained"
-                evidence["unauthored"] = {**_common_evidence(f, ext_n), "fit_explained": f"{fit.explained:.2f}"}
+def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
+    """2. contact: modelled contact, force residual beyond what the model predicts."""
+    thr = cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n
+    s = max(_ramp(f.force_residual_n, thr), _ramp(f.torque_residual_nm, cfg.contact_torque_nm))
+    slip_recent = (f.last_kind.get("unauthored") == "object_slip"
+                   and f.since_active_s.get("unauthored", math.inf) <= cfg.object_slip_linger_s)
+    if s >= cfg.active_score and w.felt and (slip_recent or f.object_free_drift_m >= cfg.object_drift_m):
+        # the object is not where the sim has it (it slipped): contact differs as a
+        # result; after the slip has stopped this is no new gap, so it is not reported
+        scores.put("unauthored", s if slip_recent else 0.0, "object_slip",
+                   {"object_free_drift_m": f"{f.object_free_drift_m:.3f}",
+                    "force_residual_n": f"{f.force_residual_n:.2f}"})
+    elif w.felt or s < cfg.active_score:
+        scores.put("contact", s, "contact", {
+            "force_residual_n": f"{f.force_residual_n:.2f}", "sim_force_n": f"{f.sim_force_n:.2f}",
+            "torque_residual_nm": f"{f.torque_residual_nm:.3f}", "effort_residual": f"{f.effort_residual:.2f}"})
 
-    # An unauthored divergence (obstacle, stall) leaves the arm loaded or displaced for a
-    # while after its evidence fades; that tail is still the unauthored cause.
+
+def _unauthored_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
+    """4. unauthored: a stalled joint; the object moving away with nothing modelled touching it."""
     active_score = cfg.active_score
-    tail = False
-    if unauthored < active_score and not suppressed:
-        since_unauthored = f.since_active_s.get("unauthored", math.inf)
-        if since_unauthored <= cfg.unauthored_linger_s:
-            tail_score = max(human, dynamics)
-            if tail_score >= active_score:
-                unauthored = tail_score
-                human = dynamics = 0.0
-                kinds["unauthored"] = f.last_kind.get("unauthored", "")
-                evidence["unauthored"] = {"after_unauthored_s": f"{since_unauthored:.2f}"}
-                tail = True
+    if (f.joints_valid and f.stalled_joints and f.stall_s >= cfg.stall_min_s
+            and scores.human < active_score and scores.unauthored < active_score):
+        scores.put("unauthored", min(1.0, 0.5 + f.stall_s), "joint_stall",
+                   {"stalled": ",".join(f.stalled_joints), "stall_s": f"{f.stall_s:.2f}"})
+    if (w.free and scores.unauthored < active_score and math.isfinite(f.object_error_m)
+            and math.isfinite(f.object_error_speed_m_s) and f.object_error_m >= cfg.object_error_m
+            and f.object_error_speed_m_s >= cfg.object_slip_speed_m_s
+            and not f.real_contact and not (f.real_tool_object_m < cfg.object_touch_m)
+            and not (f.sim_object_speed_m_s > cfg.object_still_m_s)):
+        scores.put("unauthored", _ramp(f.object_error_speed_m_s, cfg.object_slip_speed_m_s), "object_slip",
+                   {"object_error_m": f"{f.object_error_m:.3f}",
+                    "object_error_speed_m_s": f"{f.object_error_speed_m_s:.3f}"})
 
-    scores = {"dynamics": dynamics, "contact": contact, "sensor": sensor, "human": human, "unauthored": unauthored}
-    active: dict[str, tuple[float, str, dict[str, str]]] = {}
-    if max(dynamics, contact, sensor, human, unauthored) >= active_score:  # (most ticks no category is active)
-        for c in CATEGORIES:
-            if scores[c] >= active_score:
-                active[c] = (round(float(scores[c]), 6), kinds.get(c, ""), evidence.get(c, {}))
-    top = max(active, key=lambda c: active[c][0]) if active else NONE
-    return Attribution(f.t_ns, scores, active, top, tail)
+
+def _dynamics_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
+    """5. dynamics: a free-space residual of the actuation the fit explains (else unexplained)."""
+    fit = f.fit
+    if (not f.joints_valid or fit is None or not w.free or f.stalled_joints
+            or max(scores.human, scores.unauthored, scores.contact, scores.dynamics) >= cfg.active_score):
+        return
+    residual = f.joint_residual_rad
+    if residual > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained:
+        if f.effort_residual >= cfg.effort_residual_nm:
+            kind = "joint_friction"
+        elif fit.delay_s >= 0.02 and abs(fit.gain - 1) < 0.2:
+            kind = "latency"
+        else:
+            kind = "gain"
+        scores.put("dynamics", _ramp(residual, cfg.dynamics_residual_rad), kind, {
+            **_common_evidence(f, w.ext_n), "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}",
+            "fit_explained": f"{fit.explained:.2f}", "stiffness_nm_per_rad": f"{w.stiffness:.0f}"})
+    elif residual > cfg.unexplained_residual_rad and f.unexplained_s >= cfg.unexplained_min_s:
+        scores.put("unauthored", _ramp(residual, cfg.unexplained_residual_rad), "unexplained",
+                   {**_common_evidence(f, w.ext_n), "fit_explained": f"{fit.explained:.2f}"})
+
+
+def _unauthored_tail(f: TickFeatures, cfg: AttributionConfig, scores: _Scores) -> bool:
+    """An unauthored divergence (obstacle, stall) leaves the arm loaded or displaced for a
+    while after its evidence fades; that tail is still the unauthored cause."""
+    if scores.unauthored >= cfg.active_score:
+        return False
+    since_unauthored = f.since_active_s.get("unauthored", math.inf)
+    tail_score = max(scores.human, scores.dynamics)
+    if since_unauthored > cfg.unauthored_linger_s or tail_score < cfg.active_score:
+        return False
+    scores.human = scores.dynamics = 0.0
+    scores.put("unauthored", tail_score, f.last_kind.get("unauthored", ""),
+               {"after_unauthored_s": f"{since_unauthored:.2f}"})
+    return True
