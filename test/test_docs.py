@@ -117,7 +117,7 @@ def test_every_topic_the_graph_publishes_is_in_the_readme_topic_table() -> None:
 
 
 def test_readme_parameters_are_declared_by_the_nodes() -> None:
-    monitor = pytest.importorskip("sim_real_bridge.nodes.divergence_monitor",
+    monitor = pytest.importorskip("sim_real_bridge.ros.monitor_params",
                                   reason="the monitor's parameters are declared by the rclpy node")
     mirror = pytest.importorskip("sim_real_bridge.nodes.command_mirror")
     from sim_real_bridge.core.config import EngineConfig
@@ -127,7 +127,7 @@ def test_readme_parameters_are_declared_by_the_nodes() -> None:
     declared |= {arg.name for arg in BRIDGE_ARGUMENTS + DEMO_ARGUMENTS}  # `params_file:=`
     declared |= set(limits["/**/command_mirror"]["ros__parameters"])
     declared |= {f"{side}_topics.<stream>" for side in ("sim", "real")}
-    engine = monitor._engine_parameters("engine.", EngineConfig())
+    engine = monitor.flat_engine_parameters("engine.", EngineConfig())
     declared |= set(engine) | {f"engine.{name.split('.')[1]}" for name in engine}
     for name in list(declared):  # `lag.warn_s`-style names and their `fit.*`, `engine.*` groups
         declared.add(name.split(".")[0] + ".*")
