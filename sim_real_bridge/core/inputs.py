@@ -253,12 +253,20 @@ class StreamInputs:
                                  f"the real side ({', '.join(self._layout['real'])})")
 
     def flush_health(self) -> None:
-        """Take the health marks of the rows stored since the last batch, in arrival order."""
+        """Take the health marks of the rows stored since the last batch, in arrival order.
+
+        Each stream's rows go in as one batch (split only where its side's clock was
+        reset): the health's statistics are the same for any batching, and one call per
+        stream costs a fraction of one per stored chunk."""
         pending, self._health_pending = self._health_pending, []
+        runs: dict[int, list[_PendingHealth]] = {}
         for rows in pending:
             if rows.crossed_reset:
+                _add_health(runs.pop(id(rows.health), []))
                 rows.health.reset_stamps()
-            rows.health.add(rows.stamp_ns, rows.recv_ns, rows.time_ns, rows.values)
+            runs.setdefault(id(rows.health), []).append(rows)
+        for run in runs.values():
+            _add_health(run)
 
     def waited_streams(self) -> list[tuple[StreamBuffer, StreamHealth]]:
         """The streams a grid time waits for (joints and wrench of both sides)."""
@@ -330,3 +338,15 @@ def _joined(run: list[_Staged]) -> _Staged:
         f for c in run for f in ([c.frame_ids] * len(c.stamp_ns) if isinstance(c.frame_ids, str) else list(c.frame_ids))]
     return _Staged(run[0].seq, np.concatenate([c.stamp_ns for c in run]), np.concatenate([c.recv_ns for c in run]),
                    np.concatenate([c.values for c in run]), run[0].names, frame_ids)
+
+
+def _add_health(run: list[_PendingHealth]) -> None:
+    """One stream's pending rows into its health, as one batch."""
+    if not run:
+        return
+    if len(run) == 1:
+        rows = run[0]
+        run[0].health.add(rows.stamp_ns, rows.recv_ns, rows.time_ns, rows.values)
+        return
+    run[0].health.add(np.concatenate([rows.stamp_ns for rows in run]), np.concatenate([rows.recv_ns for rows in run]),
+                      np.concatenate([rows.time_ns for rows in run]), np.concatenate([rows.values for rows in run]))
