@@ -271,7 +271,7 @@ def test_a_push_in_free_space_is_a_human_event() -> None:
 
 def test_the_real_arm_lagging_by_60_ms_is_a_dynamics_event_with_that_delay() -> None:
     run = replay(make_recording(Scenario(latency=(3.0, 6.0))))
-    assert _events(run) == [("dynamics", "latency")]
+    assert _events(run) == [("dynamics", "actuation_latency")]
     event = run.summary["events"][0]
     assert float(event["evidence"]["fit_delay_s"]) == pytest.approx(LATENCY_S, abs=0.011)
     assert event["start_s"] == pytest.approx(_run_s(3.0), abs=0.5)
@@ -291,7 +291,7 @@ def test_a_lag_throughout_the_run_is_its_latency_and_each_joints_calibrated_dela
 
 def test_a_nan_burst_is_a_sensor_event_only() -> None:
     run = replay(make_recording(Scenario(nan=(3.0, 3.5))))
-    assert _events(run) == [("sensor", "nonfinite")]
+    assert _events(run) == [("sensor", "nan_burst")]
     assert run.summary["events"][0]["start_s"] == pytest.approx(_run_s(3.0), abs=0.05)
     assert run.engine.problems["real/joint_states"][validation.NON_FINITE] == 50
     assert run.summary["counts"]["rejected"] == {}  # flagged, not refused
@@ -654,4 +654,4 @@ def test_non_finite_inputs_are_a_sensor_event_without_numpy_warnings() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # inf - inf is NaN by design, not a warning
         run = replay(streams)
-    assert _events(run) == [("sensor", "nonfinite")]
+    assert _events(run) == [("sensor", "nan_burst")]

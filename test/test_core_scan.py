@@ -180,7 +180,7 @@ def test_an_untrusted_real_stream_is_sensor_and_suppresses_the_rest() -> None:
     # sensor_recovery_s (1 s: 50 rows) after.
     assert set(tops[70:]) == {"none"} and tops[59] == "unauthored"
     verdict = run(_take(grid, slice(0, 66)), [], [], NAMES, ScanState(), CONFIG).verdicts[65]
-    assert verdict.active["sensor"][1] == "nonfinite" and verdict.active["sensor"][2]["stream"] == "real/joint_states"
+    assert verdict.active["sensor"][1] == "nan_burst" and verdict.active["sensor"][2]["stream"] == "real/joint_states"
 
 
 @pytest.mark.parametrize("batch", [1, 7, 64])

@@ -27,7 +27,7 @@ What the streams cannot tell apart (tuned against the MuJoCo stand-in; see
 bench/attribution_eval.py):
 
 - kind, not category: a softer position loop (``gain``) lags like a delay, so it is
-  often labelled ``latency``; a hand ``hold`` that does not stop the arm (a 3 kN/m hand
+  often labelled ``actuation_latency``; a hand ``hold`` that does not stop the arm (a 3 kN/m hand
   against a stiffer position loop) is labelled ``push``.
 - an obstacle that touches only links (never the tool, so the wrist sensor feels
   nothing) is a stiff external load exactly like a push on a link: it is reported as
@@ -56,6 +56,8 @@ from sim_real_bridge.errors import ConfigError
 CATEGORIES: tuple[str, ...] = ("dynamics", "contact", "sensor", "human", "unauthored")
 NONE = "none"
 _UNTRUSTED_SENSOR_KINDS = ("dropout", "nonfinite", "frozen", "stamp_jitter")
+#: Event kinds are the injection kinds' names where a health detector has another name.
+_SENSOR_EVENT_KINDS = {"nonfinite": "nan_burst"}
 
 
 @dataclass
@@ -310,7 +312,7 @@ def _sensor_rule(f: TickFeatures, cfg: AttributionConfig, scores: _Scores) -> bo
         untrusted = untrusted or flag[0] in _UNTRUSTED_SENSOR_KINDS
     if worst is not None:
         name, severity, flag_evidence = worst
-        scores.put("sensor", max(cfg.active_score, min(1.0, 0.5 + 0.5 * severity)), name,
+        scores.put("sensor", max(cfg.active_score, min(1.0, 0.5 + 0.5 * severity)), _SENSOR_EVENT_KINDS.get(name, name),
                    {"flag": name, **flag_evidence})
     recovering = f.since_untrusted_s < cfg.sensor_recovery_s
     return (untrusted or recovering) and cfg.sensor_suppresses
@@ -374,9 +376,20 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
                    {"object_free_drift_m": f"{f.object_free_drift_m:.3f}",
                     "force_residual_n": f"{f.force_residual_n:.2f}"})
     elif w.felt or s < cfg.active_score:
-        scores.put("contact", s, "contact", {
+        scores.put("contact", s, _contact_kind(f, cfg, w), {
             "force_residual_n": f"{f.force_residual_n:.2f}", "sim_force_n": f"{f.sim_force_n:.2f}",
             "torque_residual_nm": f"{f.torque_residual_nm:.3f}", "effort_residual": f"{f.effort_residual:.2f}"})
+
+
+def _contact_kind(f: TickFeatures, cfg: AttributionConfig, w: _Wrist) -> str:
+    """What of the contact model the residual points at: along the table's normal (world
+    z) its stiffness; along the surface its friction, or the object's mass while the
+    real tool is at the object (what it pushes weighs more or less than modelled)."""
+    normal_n = abs(float(w.ext[2]))
+    tangential_n = math.hypot(float(w.ext[0]), float(w.ext[1]))
+    if not math.isfinite(normal_n + tangential_n) or normal_n >= tangential_n:
+        return "stiffness"
+    return "object_mass" if f.real_tool_object_m < cfg.object_touch_m else "friction"
 
 
 def _unauthored_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
@@ -407,7 +420,7 @@ def _dynamics_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _
         if f.effort_residual >= cfg.effort_residual_nm:
             kind = "joint_friction"
         elif fit.delay_s >= 0.02 and abs(fit.gain - 1) < 0.2:
-            kind = "latency"
+            kind = "actuation_latency"
         else:
             kind = "gain"
         scores.put("dynamics", _ramp(residual, cfg.dynamics_residual_rad), kind, {

@@ -1,0 +1,84 @@
+"""Each class of attribution failure seen on unseen scenarios, pinned on one of our
+generated scenarios (real MuJoCo, in lockstep, analysed as replay hands a recording over).
+
+Each case is the scenario of a development seed of ``sim-real-bridge scenarios generate``
+(below 10000), cut short where the run after the injection adds nothing, so that the
+suite stays quick. The classes here are ones the attribution got wrong and now gets
+right: a change of table stiffness during a wipe (found late, kind ``contact``), the end
+of an actuation-latency injection (a spurious human push), a frozen wrench stream that
+recovers (followed by an unauthored joint_stall).
+
+Still wrong, and so not here (issue "Attribution that holds on robots and scenarios it
+has never seen" lists them with these seeds): an obstacle in a push task (seed 243:
+found 1.1 s late as joint_stall), a 0.74 kg payload during a wipe without a wrench
+sensor (seed 593: missed), an F/T bias drift of 0.24 N/s (seed 240: 8 s late), a hold
+of the wrist (seed 518: 3.6 s late, kind push).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from sim_real_bridge.sim.generate import generate_scenario
+from sim_real_bridge.sim.lockstep import run_lockstep
+from sim_real_bridge.sim.scenario import parse_scenario
+from helpers.bench_module import load_bench
+
+pytestmark = pytest.mark.mujoco
+
+#: Largest detection delay accepted for the injected gap (the product's target is 0.5 s median).
+MAX_DELAY_S = 1.0
+
+
+@dataclass(frozen=True)
+class Case:
+    """A generated scenario, what it must be found as, and what must not be claimed."""
+
+    why: str
+    seed: int
+    duration_s: float | None  # cut the run here (None: the generated length)
+    category: str
+    kind: str
+    not_claimed: tuple[str, ...] = ()  # categories with no event at all in the run
+    edits: dict[str, Any] = field(default_factory=dict)  # overrides of the injection's fields
+
+
+CASES = [
+    Case("table stiffness during a wipe", 564, 16.0, "contact", "stiffness", ()),
+    Case("end of an actuation latency", 291, 20.0, "dynamics", "actuation_latency", ("human", "unauthored")),
+    Case("frozen wrench that recovers", 320, 28.0, "sensor", "frozen", ("unauthored",)),
+]
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return load_bench("attribution_eval")
+
+
+def _scenario(case: Case):
+    data = generate_scenario(case.seed)
+    assert len(data["injections"]) == 1 and data["injections"][0]["kind"] == case.kind, data["injections"]
+    if case.duration_s is not None:
+        data["duration_s"] = case.duration_s
+        for injection in data["injections"]:
+            injection["end_s"] = min(injection["end_s"], case.duration_s)
+    data["injections"][0].update(case.edits)
+    return parse_scenario(data, source=f"seed {case.seed}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.why for case in CASES])
+def test_the_injected_gap_is_found_in_time_with_its_kind_and_nothing_else_is_claimed(bench, case: Case) -> None:
+    result = bench.run_and_evaluate(run_lockstep(_scenario(case)))
+    truth = [t for t in result["truth"] if t["category"] == case.category]
+    assert truth, f"the injection took no effect: {result['without_effect']}"
+    scores = result["scores"]["per_category"][case.category]
+    events = [f"{e['category']}/{e['kind']}@{e['start_s']:.2f}-{e['end_s']}" for e in result["events"]]
+    assert scores["matched_truth"] == scores["n_truth"], (case.why, "missed", truth, events)
+    assert max(scores["delays_s"]) <= MAX_DELAY_S, (case.why, "late", scores["delays_s"], events)
+    matched_kinds = {e["kind"] for e in result["events"] if e["category"] == case.category}
+    assert case.kind in matched_kinds, (case.why, "kind", events)
+    claimed = {e["category"] for e in result["events"]} & set(case.not_claimed)
+    assert not claimed, (case.why, "claimed", events)
