@@ -17,8 +17,7 @@ of the wrist (seed 518: 3.6 s late, kind push).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import pytest
 
@@ -39,11 +38,10 @@ class Case:
 
     why: str
     seed: int
-    duration_s: float | None  # cut the run here (None: the generated length)
+    duration_s: float  # the run is cut here
     category: str
     kind: str
     not_claimed: tuple[str, ...] = ()  # categories with no event at all in the run
-    edits: dict[str, Any] = field(default_factory=dict)  # overrides of the injection's fields
 
 
 CASES = [
@@ -61,11 +59,9 @@ def bench():
 def _scenario(case: Case):
     data = generate_scenario(case.seed)
     assert len(data["injections"]) == 1 and data["injections"][0]["kind"] == case.kind, data["injections"]
-    if case.duration_s is not None:
-        data["duration_s"] = case.duration_s
-        for injection in data["injections"]:
-            injection["end_s"] = min(injection["end_s"], case.duration_s)
-    data["injections"][0].update(case.edits)
+    data["duration_s"] = case.duration_s
+    for injection in data["injections"]:
+        injection["end_s"] = min(injection["end_s"], case.duration_s)
     return parse_scenario(data, source=f"seed {case.seed}")
 
 

@@ -259,14 +259,14 @@ class StreamInputs:
         reset): the health's statistics are the same for any batching, and one call per
         stream costs a fraction of one per stored chunk."""
         pending, self._health_pending = self._health_pending, []
-        runs: dict[int, list[_PendingHealth]] = {}
+        runs: dict[StreamHealth, list[_PendingHealth]] = {}
         for rows in pending:
             if rows.crossed_reset:
-                _add_health(runs.pop(id(rows.health), []))
+                _add_health(rows.health, runs.pop(rows.health, []))
                 rows.health.reset_stamps()
-            runs.setdefault(id(rows.health), []).append(rows)
-        for run in runs.values():
-            _add_health(run)
+            runs.setdefault(rows.health, []).append(rows)
+        for health, run in runs.items():
+            _add_health(health, run)
 
     def waited_streams(self) -> list[tuple[StreamBuffer, StreamHealth]]:
         """The streams a grid time waits for (joints and wrench of both sides)."""
@@ -340,13 +340,8 @@ def _joined(run: list[_Staged]) -> _Staged:
                    np.concatenate([c.values for c in run]), run[0].names, frame_ids)
 
 
-def _add_health(run: list[_PendingHealth]) -> None:
+def _add_health(health: StreamHealth, run: list[_PendingHealth]) -> None:
     """One stream's pending rows into its health, as one batch."""
-    if not run:
-        return
-    if len(run) == 1:
-        rows = run[0]
-        run[0].health.add(rows.stamp_ns, rows.recv_ns, rows.time_ns, rows.values)
-        return
-    run[0].health.add(np.concatenate([rows.stamp_ns for rows in run]), np.concatenate([rows.recv_ns for rows in run]),
-                      np.concatenate([rows.time_ns for rows in run]), np.concatenate([rows.values for rows in run]))
+    if run:
+        health.add(np.concatenate([rows.stamp_ns for rows in run]), np.concatenate([rows.recv_ns for rows in run]),
+                   np.concatenate([rows.time_ns for rows in run]), np.concatenate([rows.values for rows in run]))
