@@ -143,15 +143,14 @@ def test_replay_has_the_live_truth(live_and_replay: tuple[dict, dict]) -> None:
     assert replay["scenario"] == live["scenario"]
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "a snapshot is a window of the monitor's buffer: under load (seconds of backlog) its /divergence/joints "
-    "refer to inputs received before the window, and the fresh engine of the replay maps clocks from the "
-    "window's first samples, so coverage and residuals match only on a quiet machine; the demo --record "
-    "bag, which holds the whole run, is what replay==live is about (tests above)"))
-def test_replaying_the_monitors_own_inputs_reproduces_its_outputs(live_root: Path, tmp_path: Path) -> None:
-    """The monitor's event snapshots hold its inputs with its own receive times and the
-    /divergence/joints it published: replaying them must give the same residuals."""
-    import numpy as np
+def test_a_monitor_snapshot_replays_offline(live_root: Path, tmp_path: Path) -> None:
+    """An event snapshot is a bag of its own: replay reads it and covers its window.
+
+    (Its residuals equal the live ones only on a quiet machine: under load the snapshot's
+    /divergence/joints refer to inputs received before its window, so the values are
+    compared on the whole recording, above, not here.)
+    """
+    from rosbags.highlevel import AnyReader
 
     snapshots = sorted((live_root / "demo" / "monitor" / "snapshots").glob("*.mcap"))
     assert snapshots, "the live run wrote no event snapshot"
@@ -160,7 +159,9 @@ def test_replaying_the_monitors_own_inputs_reproduces_its_outputs(live_root: Pat
         assert run_replay(ReplayRequest(inputs=[snapshot], out_dir=out)) == 0
         live = _joint_residuals(snapshot)
         replay = _joint_residuals(out / "divergence.mcap")
-        common = sorted(set(live) & set(replay))
-        assert len(common) >= 0.9 * len(live) > 0, (snapshot, len(live), len(replay), len(common))
-        worst = max(float(np.nanmax(np.abs(np.subtract(live[k], replay[k])))) for k in common)
-        assert worst <= 1e-6, (snapshot, worst)
+        assert live and replay, (snapshot, len(live), len(replay))
+        with AnyReader([snapshot]) as reader:
+            first_ns, last_ns = reader.start_time, reader.end_time
+        # The replay's residuals are stamped inside the snapshot's stretch of messages.
+        assert first_ns - 1_000_000_000 <= min(replay) and max(replay) <= last_ns + 1_000_000_000, (
+            snapshot, first_ns, last_ns, min(replay), max(replay))

@@ -168,3 +168,26 @@ def test_a_stop_signal_whose_interrupt_is_swallowed_still_ends_the_node() -> Non
             signal.signal(sig, handler)
     assert status == 0
     assert nodes[0].swallowed == 1 and nodes[0].summaries == 1
+
+
+def test_a_stop_signal_during_executor_construction_waits_until_it_is_built() -> None:
+    """A SIGINT inside a constructor would leave a half-built object whose __del__ fails."""
+    from sim_real_bridge.ros import spinning
+
+    handlers = {sig: signal.getsignal(sig) for sig in spinning.STOP_SIGNALS}
+    spinning._interrupted.clear()
+    finished_block = False
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with spinning._stop_signals_deferred():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.2)  # a handler that raised would interrupt this sleep
+                finished_block = True
+        assert finished_block
+        assert spinning.interrupted()
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # later signals are ignored
+    finally:
+        spinning._interrupted.clear()
+        spinning._stop_signal.clear()
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)

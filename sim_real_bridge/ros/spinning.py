@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import rclpy
@@ -48,6 +49,25 @@ def ignore_stop_signals() -> None:
     """Ignore SIGINT and SIGTERM from now on, through interpreter exit."""
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
+
+
+@contextmanager
+def _stop_signals_deferred() -> Iterator[None]:
+    """Holds a stop signal back until the block is done, then interrupts as usual.
+
+    For constructors whose ``__del__`` needs what ``__init__`` had not set yet when the
+    KeyboardInterrupt landed (rclpy's Executor prints an AttributeError then).
+    """
+    pending: list[int] = []
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, _interrupt)
+        if pending:
+            _interrupt(pending[0], None)
 
 
 def interrupted() -> bool:
@@ -105,7 +125,8 @@ def _spin(node: Node) -> None:
     handler set is checked after every callback. (No timeout for spin_once: with one,
     rclpy creates a timer for every wait.)
     """
-    executor = rclpy.get_global_executor()
+    with _stop_signals_deferred():
+        executor = rclpy.get_global_executor()
     executor.add_node(node)
     try:
         while executor.context.ok() and not _interrupted.is_set():
