@@ -18,8 +18,9 @@ from sim_real_bridge.core.scan import LATENCY_DELAYS_KEPT, ScanConfig, ScanState
 MS = 1_000_000
 DT_NS = 20 * MS
 NAMES = ("j1", "j2")
-CONFIG = ScanConfig(dt_s=0.02, smooth_alpha=0.2, weight_alpha=0.01, contact_force_n=2.0, contact_release_n=1.0,
-                    contact_recent_ns=300 * MS, object_lag_ns=300 * MS, stall_speed_rad_s=0.02,
+CONFIG = ScanConfig(dt_s=0.02, dt_ns=DT_NS, smooth_alpha=0.2, weight_alpha=0.01, contact_force_n=2.0,
+                    contact_release_n=1.0, contact_recent_ns=300 * MS, contact_carry_ns=500 * MS,
+                    contact_carry_min_ns=200 * MS, object_lag_ns=300 * MS, stall_speed_rad_s=0.02,
                     stall_sim_speed_rad_s=0.1, attribution=AttributionConfig())
 
 
@@ -137,6 +138,38 @@ def test_contact_is_the_force_beyond_the_tool_weight_with_hysteresis() -> None:
     # Recent for contact_recent_s (0.3 s: 15 rows) after the sim's contact ends.
     assert np.flatnonzero(rows.sim_contact_recent).tolist() == list(range(50, 125))
     assert state.tool_weight_n[True] == pytest.approx((0.0, 0.0, -5.0))  # not dragged by the contact force
+
+
+def _pushed_into_contact_grid(push_from_row: int) -> Grid:
+    """A stiff load on j1 from push_from_row on (20 N m for 0.01 rad: an agent pushing);
+    the sim meets a surface at row 50, where the real wrist feels 8 N more than the sim's."""
+    k = 120
+    sim_force = np.tile([0.0, 0.0, -5.0], (k, 1))
+    sim_force[50:, 0] = 10.0
+    real_force = sim_force.copy()
+    real_force[50:, 0] = 18.0
+    real_effort = np.zeros((k, 2))
+    real_effort[push_from_row:, 0] = 20.0
+    real_q = np.full((k, 2), 0.1)
+    real_q[push_from_row:, 0] += 0.01
+    return _grid(k, sim_world_force_n=sim_force, real_world_force_n=real_force, real_effort=real_effort,
+                 real_q_rad=real_q, sim_wrench=np.hstack((sim_force, np.zeros((k, 3)))),
+                 real_wrench=np.hstack((real_force, np.zeros((k, 3)))))
+
+
+def test_a_cause_active_as_the_contact_begins_is_carried_through_it() -> None:
+    verdicts = run(_pushed_into_contact_grid(20), [], [], NAMES, ScanState(), CONFIG).verdicts
+    assert verdicts[45].top == "human"
+    in_contact = {v.top for v in verdicts[52:]}
+    assert in_contact == {"human"}, in_contact  # the push goes on pressing; not a contact gap
+    assert verdicts[60].active["human"][1] == "push"
+    assert verdicts[60].active["human"][2]["carried_into_contact"] == "true"
+
+
+def test_a_flicker_of_a_cause_before_the_contact_is_not_carried() -> None:
+    # The load starts 3 rows before the contact: active for less than contact_carry_min_s.
+    verdicts = run(_pushed_into_contact_grid(47), [], [], NAMES, ScanState(), CONFIG).verdicts
+    assert {v.top for v in verdicts[52:]} == {"contact"}
 
 
 def _stall_grid() -> Grid:

@@ -8,7 +8,10 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    saturation, ft_bias_drift). dropout/nonfinite/frozen/stamp_jitter make the real
    stream untrustworthy, so they suppress every other category at that tick.
 2. contact: the sim is (or just was) in contact and the real-minus-sim force residual,
-   relative to ``contact_force_n`` plus ``contact_force_rel`` of the sim force, is large.
+   relative to ``contact_force_n`` plus ``contact_force_rel`` of the sim force, is large;
+   unless a free-space cause (dynamics, human) was active as the contact began: the
+   contact residual is then that cause pressing on (a softer loop presses more softly),
+   and stays attributed to it for that contact phase.
 3. human / unauthored-obstacle: the real sensor feels an external wrench (or the joints
    an external effort) while the sim sees no contact. The arm pushed *away* (the real
    tip moves while the residual grows) is ``human/push``; the arm *blocked* while the
@@ -35,8 +38,10 @@ bench/attribution_eval.py):
   before it is absorbed by the human min-duration and the unauthored tail.
 - contact gaps show only in contact, obstacles only when reached: the stand-in's truth
   starts there (``effect_start_s``), since before it nothing differs to detect.
-- a payload or gain change during a contact phase shows as a contact residual felt by
-  the joints, so it is reported as ``contact`` there.
+- a payload or gain change that starts during a contact phase shows as a contact
+  residual felt by the joints, so it is reported as ``contact`` there; one already seen
+  in free space as the contact began is carried through it (and a contact-model gap in
+  such a phase is then reported as that cause).
 - F/T bias drift is reported once it exceeds ``ft_unfelt_force_n`` in free space (or
   the contact threshold in contact): at 1 N/s, 1.1 s (wipe) to 1.5 s (reach) after it
   starts in bench/attribution_eval.py, 1.2 s live in ``sensor_ft_bias_drift``.
@@ -79,6 +84,10 @@ class AttributionConfig:
         contact_force_rel: relative part (times the sim force norm).
         contact_torque_nm: torque residual threshold in contact.
         contact_recent_s: the sim counts as in contact this long after its contact ends.
+        contact_carry_s: a dynamics or human cause active this recently when the sim's
+            contact begins, after an active run of at least ``contact_carry_min_s``, is
+            carried through that contact phase.
+        contact_carry_min_s: see contact_carry_s (a flicker of a cause is not carried).
         human_force_n: wrist force residual that, with the tool pushed off its path by
             ``obstacle_ee_error_m``, is an unmodelled obstacle.
         felt_min_nm: a wrist force residual is "felt" (real, not a sensor artefact) when
@@ -131,6 +140,8 @@ class AttributionConfig:
     contact_force_rel: float = 0.05
     contact_torque_nm: float = 0.6
     contact_recent_s: float = 0.3
+    contact_carry_s: float = 0.5
+    contact_carry_min_s: float = 0.2
     human_force_n: float = 4.0
     felt_min_nm: float = 1.0
     felt_lever_m: float = 0.15
@@ -217,6 +228,8 @@ class TickFeatures:
     since_untrusted_s: float = float("inf")
     since_active_s: dict[str, float] = field(default_factory=dict)
     last_kind: dict[str, str] = field(default_factory=dict)
+    #: the free-space cause (dynamics or human) active as this contact phase began, or ""
+    contact_carry: str = ""
 
 
 @dataclass(slots=True)
@@ -375,6 +388,10 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
         scores.put("unauthored", s if slip_recent else 0.0, "object_slip",
                    {"object_free_drift_m": f"{f.object_free_drift_m:.3f}",
                     "force_residual_n": f"{f.force_residual_n:.2f}"})
+    elif s >= cfg.active_score and w.felt and f.contact_carry:
+        scores.put(f.contact_carry, s, f.last_kind.get(f.contact_carry, ""),
+                   {"carried_into_contact": "true", "force_residual_n": f"{f.force_residual_n:.2f}",
+                    "effort_residual": f"{f.effort_residual:.2f}"})
     elif w.felt or s < cfg.active_score:
         scores.put("contact", s, _contact_kind(f, cfg, w), {
             "force_residual_n": f"{f.force_residual_n:.2f}", "sim_force_n": f"{f.sim_force_n:.2f}",

@@ -114,9 +114,11 @@ class DivergenceEngine:
             max_gap_ns=int(cfg.max_interp_gap_s * 1e9), min_motion_rad=cfg.fit_min_motion_rad)
         alpha = min(1.0, self.dt_ns * 1e-9 / cfg.smooth_tau_s)
         self._scan = scan.ScanConfig(
-            dt_s=self.dt_ns * 1e-9, smooth_alpha=alpha, weight_alpha=min(1.0, self.dt_ns * 1e-9 / cfg.tool_weight_tau_s),
+            dt_s=self.dt_ns * 1e-9, dt_ns=self.dt_ns, smooth_alpha=alpha, weight_alpha=min(1.0, self.dt_ns * 1e-9 / cfg.tool_weight_tau_s),
             contact_force_n=cfg.contact_force_n, contact_release_n=cfg.contact_release_n,
             contact_recent_ns=int(cfg.attribution.contact_recent_s * 1e9),
+            contact_carry_ns=int(cfg.attribution.contact_carry_s * 1e9),
+            contact_carry_min_ns=int(cfg.attribution.contact_carry_min_s * 1e9),
             object_lag_ns=int(cfg.object_velocity_window_s * 1e9), stall_speed_rad_s=cfg.stall_speed_rad_s,
             stall_sim_speed_rad_s=cfg.stall_sim_speed_rad_s, attribution=cfg.attribution)
 

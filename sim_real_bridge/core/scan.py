@@ -41,11 +41,14 @@ class ScanConfig:
     """What the scan needs of the engine config (times in ns unless named otherwise)."""
 
     dt_s: float
+    dt_ns: int
     smooth_alpha: float
     weight_alpha: float
     contact_force_n: float
     contact_release_n: float
     contact_recent_ns: int
+    contact_carry_ns: int
+    contact_carry_min_ns: int
     object_lag_ns: int
     stall_speed_rad_s: float
     stall_sim_speed_rad_s: float
@@ -72,6 +75,8 @@ class ScanState:
     sim_contact: bool = False
     real_contact: bool = False
     sim_contact_last_ns: int | None = None
+    in_contact_phase: bool = False
+    contact_carry: str = ""  # the free-space cause carried through this contact phase
     object_history: deque = field(default_factory=deque)  # (t_ns, error vector) of recent rows
     object_last_error: tuple[float, float, float] | None = None
     object_free_drift_m: float = 0.0
@@ -80,6 +85,7 @@ class ScanState:
     unexplained_s: float = 0.0
     last_untrusted_ns: int | None = None
     last_active_ns: dict[str, int] = field(default_factory=dict)
+    active_since_ns: dict[str, int] = field(default_factory=dict)  # start of each category's active run
     last_kind: dict[str, str] = field(default_factory=dict)
     fitted_delays_s: deque = field(default_factory=lambda: deque(maxlen=LATENCY_DELAYS_KEPT))
     sorted_delays_s: list[float] = field(default_factory=list)
@@ -193,6 +199,18 @@ def _object(state: ScanState, cfg: ScanConfig, t: int, error: list[float], error
     return speed
 
 
+def _contact_phase(state: ScanState, cfg: ScanConfig, t: int, in_contact: bool) -> None:
+    """At the start of a sim contact phase, note the free-space cause active just before."""
+    if in_contact and not state.in_contact_phase:
+        # Active until at most contact_carry_ns ago, for a while (not a flicker).
+        recent = [(last, c) for c, last in state.last_active_ns.items() if c in ("dynamics", "human")
+                  and t - last <= cfg.contact_carry_ns and last - state.active_since_ns[c] >= cfg.contact_carry_min_ns]
+        state.contact_carry = max(recent)[1] if recent else ""
+    elif not in_contact:
+        state.contact_carry = ""
+    state.in_contact_phase = in_contact
+
+
 def _stalls(state: ScanState, cfg: ScanConfig, names: tuple[str, ...], stalling: list[bool],
             slow_real: list[bool]) -> tuple[tuple[str, ...], float]:
     """Advance the per-joint stall timers; a stalled joint stays so until it moves again."""
@@ -280,6 +298,7 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
     if state.sim_contact:
         state.sim_contact_last_ns = t
     recent = state.sim_contact_last_ns is not None and t - state.sim_contact_last_ns <= cfg.contact_recent_ns
+    _contact_phase(state, cfg, t, recent)
     object_speed = _object(state, cfg, t, row["object_error"], row["object_error_m"], recent)
     stalled, stall_s = _stalls(state, cfg, names, stalling, slow_real) if valid else ((), 0.0)
     if fit is not _NO_FIT:
@@ -309,12 +328,14 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         fit=state.fit, unexplained_s=state.unexplained_s, sensor_flags=flags,
         since_untrusted_s=(t - state.last_untrusted_ns) * 1e-9 if state.last_untrusted_ns is not None else math.inf,
         since_active_s={c: (t - ns) * 1e-9 for c, ns in state.last_active_ns.items()},
-        last_kind=state.last_kind,
+        last_kind=state.last_kind, contact_carry=state.contact_carry,
     )
     verdict = attribute(features, attribution)
     for category, (_, kind, _) in verdict.active.items():
         if category == "unauthored" and verdict.tail:
             continue  # a tail is measured from the last direct evidence: it never extends itself
+        if t - state.last_active_ns.get(category, t - 2 * cfg.dt_ns) > cfg.dt_ns:
+            state.active_since_ns[category] = t
         state.last_active_ns[category] = t
         state.last_kind[category] = kind
     return verdict
