@@ -84,6 +84,19 @@ def test_unfelt_wrist_force_is_sensor_bias() -> None:
     assert active(f) == {}
 
 
+def test_joint_and_effort_thresholds_are_in_units_of_the_measured_noise() -> None:
+    load = dict(joint_residual_rad=0.015, effort_residual=20.0)
+    assert active(feats(**load, effort_noise=5.0)) == {"human": "push"}  # 20 N m: 4 sigma
+    assert active(feats(**load, effort_noise=8.0)) == {}  # 2.5 sigma: within the noise
+    fit = DelayFit(delay_s=0.06, gain=1.0, explained=0.95)
+    assert active(feats(joint_residual_rad=0.03, fit=fit, joint_noise_rad=0.005)) == {"dynamics": "actuation_latency"}
+    assert active(feats(joint_residual_rad=0.03, fit=fit, joint_noise_rad=0.012)) == {}
+    # where the efforts are too noisy to feel a wrist force, its absence from them is no bias
+    bias = dict(effort_residual=0.2, external_force_n=np.array([0.0, 0.0, 3.0]))
+    assert active(feats(**bias, effort_noise=0.1)) == {"sensor": "ft_bias_drift"}
+    assert active(feats(**bias, effort_noise=1.0)) == {}
+
+
 def test_contact_residual_felt_by_the_joints() -> None:
     f = feats(sim_contact_recent=True, sim_contact=True, sim_force_n=35.0, force_residual_n=12.0,
               external_force_n=np.array([0.0, -12.0, 3.0]), effort_residual=6.7, joint_residual_rad=0.006)

@@ -13,12 +13,22 @@ from sim_real_bridge.core.attribution import AttributionConfig
 from sim_real_bridge.core.fits import DelayFit
 from sim_real_bridge.core.health import StreamFlags
 from sim_real_bridge.core.read_stage import Grid
-from sim_real_bridge.core.scan import LATENCY_DELAYS_KEPT, ScanConfig, ScanState, Smoothed, ema, run, smooth
+from sim_real_bridge.core.scan import (
+    LATENCY_DELAYS_KEPT,
+    NoiseState,
+    ScanConfig,
+    ScanState,
+    Smoothed,
+    ema,
+    noise_levels,
+    run,
+    smooth,
+)
 
 MS = 1_000_000
 DT_NS = 20 * MS
 NAMES = ("j1", "j2")
-CONFIG = ScanConfig(dt_s=0.02, dt_ns=DT_NS, smooth_alpha=0.2, weight_alpha=0.01, contact_force_n=2.0,
+CONFIG = ScanConfig(dt_s=0.02, dt_ns=DT_NS, smooth_alpha=0.2, noise_alpha=0.01, weight_alpha=0.01, contact_force_n=2.0,
                     contact_release_n=1.0, contact_recent_ns=300 * MS, contact_carry_ns=500 * MS,
                     contact_carry_min_ns=200 * MS, object_lag_ns=300 * MS, stall_speed_rad_s=0.02,
                     stall_sim_speed_rad_s=0.1, attribution=AttributionConfig())
@@ -102,6 +112,54 @@ def test_smoothed_residuals_converge_to_the_worst_joint_and_force_norm() -> None
     assert out["force_residual_n"][-1] == pytest.approx(5.0)
     np.testing.assert_allclose(out["external_force_n"][-1], [3.0, 4.0, 0.0])
     assert out["torque_residual_nm"][-1] == 0.0
+
+
+# ------------------------------------------------------------------ noise
+def _noisy_grid(k: int, q_sigma_rad: float, effort_sigma: float, seed: int = 3) -> Grid:
+    rng = np.random.default_rng(seed)
+    return _grid(k, real_q_rad=0.1 + rng.normal(0.0, q_sigma_rad, (k, 2)),
+                 real_effort=rng.normal(0.0, effort_sigma, (k, 2)) * [1.0, 0.5])
+
+
+def test_the_noise_is_the_noisiest_joints_deviation_from_the_first_rows_on() -> None:
+    out = noise_levels(_noisy_grid(2000, 0.002, 3.0), NoiseState(), 0.01)
+    for name, sigma in (("joint_noise_rad", 0.002), ("effort_noise", 3.0)):
+        assert out[name][0] == 0.0  # no change seen yet
+        assert out[name][30] == pytest.approx(sigma, rel=0.3)  # bias-corrected: no slow start
+        assert np.median(out[name][500:]) == pytest.approx(sigma, rel=0.1)
+
+
+def test_a_gap_changing_the_residual_slowly_does_not_raise_the_noise() -> None:
+    k = 2000
+    grid = _noisy_grid(k, 0.001, 0.5)
+    quiet = noise_levels(grid, NoiseState(), 0.01)
+    ramp = np.clip(np.arange(k) - 500, 0, None)[:, None] * [0.00005, 0.0]  # 0.075 rad over 30 s
+    grid.real_q_rad = grid.real_q_rad + ramp
+    grid.real_effort = grid.real_effort + np.where(np.arange(k) >= 1000, 8.0, 0.0)[:, None]  # a load from row 1000
+    loaded = noise_levels(grid, NoiseState(), 0.01)
+    assert loaded["joint_noise_rad"][-1] == pytest.approx(quiet["joint_noise_rad"][-1], rel=0.05)
+    assert loaded["effort_noise"][-1] == pytest.approx(quiet["effort_noise"][-1], rel=0.05)
+
+
+def test_the_noise_in_batches_equals_one_pass() -> None:
+    grid = _noisy_grid(300, 0.002, 1.0)
+    grid.joints_valid[100:110] = False
+    whole = noise_levels(grid, NoiseState(), 0.05)
+    state, parts = NoiseState(), []
+    for lo in range(0, 300, 37):
+        parts.append(noise_levels(_take(grid, slice(lo, lo + 37)), state, 0.05)["effort_noise"])
+    np.testing.assert_allclose(np.concatenate(parts), whole["effort_noise"], rtol=1e-9)
+
+
+def test_on_a_noisy_robot_a_load_within_its_noise_is_not_a_push() -> None:
+    k = 400
+    loaded = np.where(np.arange(k) >= 200, 4.5, 0.0)[:, None] * [1.0, 0.0]  # 4.5 N m on j1 from row 200
+    quiet = _grid(k, real_q_rad=np.full((k, 2), 0.1) + 0.001, real_effort=loaded)
+    assert "human" in {v.top for v in run(quiet, [], [], NAMES, ScanState(), CONFIG).verdicts[210:]}
+    noisy = _noisy_grid(k, 0.0, 3.0)
+    noisy.real_q_rad = quiet.real_q_rad
+    noisy.real_effort = noisy.real_effort + loaded
+    assert "human" not in {v.top for v in run(noisy, [], [], NAMES, ScanState(), CONFIG).verdicts}
 
 
 # ------------------------------------------------------------------ latency

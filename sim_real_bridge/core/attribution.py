@@ -24,6 +24,11 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    by the delay/gain/offset fit (explained share >= ``dynamics_min_explained``, delay
    and gain within plausible bounds).
 
+The joint and effort thresholds are in units of the noise of their residuals as well:
+each is at least ``noise_factor`` times the noise the scan measures on the run (per
+joint, from row-to-row changes), so a robot with noisy encoders or effort readings needs
+no other config; on a quiet robot the configured values hold.
+
 Evidence is a dict of short key-value strings.
 
 What the streams cannot tell apart (tuned against the MuJoCo stand-in; see
@@ -51,7 +56,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -71,6 +76,9 @@ class AttributionConfig:
 
     Attributes:
         active_score: score at or above which a category counts as active.
+        noise_factor: a joint or effort threshold is at least this many times the noise
+            (standard deviation) of its residual measured on the run.
+        noise_tau_s: time constant of that noise estimate.
         joint_residual_floor_rad: joint residual (smoothed L-inf) below this is noise.
         dynamics_residual_rad: smoothed joint residual (L-inf over joints) that starts
             a dynamics score (score 1 at 2x).
@@ -130,6 +138,8 @@ class AttributionConfig:
     """
 
     active_score: float = 0.5
+    noise_factor: float = 3.0
+    noise_tau_s: float = 2.0
     joint_residual_floor_rad: float = 0.004
     dynamics_residual_rad: float = 0.012
     dynamics_min_explained: float = 0.6
@@ -172,6 +182,8 @@ class AttributionConfig:
                 continue
             if not np.isfinite(value) or value < 0:
                 raise ConfigError(f"AttributionConfig.{f.name} must be finite and >= 0, got {value}")
+        if self.noise_tau_s <= 0:
+            raise ConfigError(f"AttributionConfig.noise_tau_s must be > 0, got {self.noise_tau_s}")
         if not 0 < self.active_score <= 1:
             raise ConfigError(f"AttributionConfig.active_score must be in (0, 1], got {self.active_score}")
         if not 0 <= self.dynamics_min_explained <= 1:
@@ -202,6 +214,8 @@ class TickFeatures:
     joints_valid: bool = False
     joint_residual_rad: float = 0.0
     effort_residual: float = 0.0
+    joint_noise_rad: float = 0.0  # noise of the noisiest joint's residual
+    effort_noise: float = 0.0
     force_residual_n: float = 0.0
     torque_residual_nm: float = 0.0
     sim_force_n: float = 0.0
@@ -295,7 +309,7 @@ class _Wrist:
 
 def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
     """Apply the rules to one tick's features; see the module docstring."""
-    f, cfg = features, config
+    f, cfg = features, _noise_scaled(config, features)
     scores = _Scores()
     suppressed = _sensor_rule(f, cfg, scores)
     if not suppressed:
@@ -313,6 +327,18 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
                 active[c] = (round(float(values[c]), 6), scores.kinds.get(c, ""), scores.evidence.get(c, {}))
     top = max(active, key=lambda c: active[c][0]) if active else NONE
     return Attribution(f.t_ns, values, active, top, tail)
+
+
+def _noise_scaled(cfg: AttributionConfig, f: TickFeatures) -> AttributionConfig:
+    """The config with its joint and effort thresholds raised to noise_factor times the
+    measured noise (itself, on a robot quieter than the thresholds)."""
+    q_rad = cfg.noise_factor * f.joint_noise_rad
+    effort = cfg.noise_factor * f.effort_noise
+    if q_rad <= min(cfg.dynamics_residual_rad, cfg.unexplained_residual_rad) and effort <= cfg.felt_min_nm:
+        return cfg
+    return replace(cfg, dynamics_residual_rad=max(cfg.dynamics_residual_rad, q_rad),
+                   unexplained_residual_rad=max(cfg.unexplained_residual_rad, q_rad),
+                   felt_min_nm=max(cfg.felt_min_nm, effort), effort_residual_nm=max(cfg.effort_residual_nm, effort))
 
 
 def _sensor_rule(f: TickFeatures, cfg: AttributionConfig, scores: _Scores) -> bool:
@@ -358,8 +384,10 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
         scores.put("unauthored", max(_ramp(w.ext_n, cfg.human_force_n), _ramp(f.ee_error_m, ee_needed)), "obstacle",
                    {**_common_evidence(f, w.ext_n), "force_vs_motion_cos": f"{cos:.2f}"})
     elif f.wrench_valid and not w.felt and f.joints_valid and w.ext_n >= (
-            cfg.ft_unfelt_force_n if w.free else cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n):
-        # the wrist sensor reports a force the joints do not feel: sensor bias
+            cfg.ft_unfelt_force_n if w.free else cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n
+    ) and cfg.felt_lever_m * w.ext_n >= cfg.noise_factor * f.effort_noise:
+        # the wrist sensor reports a force the joints do not feel (and would, above their
+        # noise): sensor bias
         s = max(cfg.active_score, _ramp(w.ext_n, cfg.ft_unfelt_force_n))
         if s > scores.sensor:
             scores.put("sensor", s, "ft_bias_drift", _common_evidence(f, w.ext_n))

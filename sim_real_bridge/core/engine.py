@@ -114,7 +114,9 @@ class DivergenceEngine:
             max_gap_ns=int(cfg.max_interp_gap_s * 1e9), min_motion_rad=cfg.fit_min_motion_rad)
         alpha = min(1.0, self.dt_ns * 1e-9 / cfg.smooth_tau_s)
         self._scan = scan.ScanConfig(
-            dt_s=self.dt_ns * 1e-9, dt_ns=self.dt_ns, smooth_alpha=alpha, weight_alpha=min(1.0, self.dt_ns * 1e-9 / cfg.tool_weight_tau_s),
+            dt_s=self.dt_ns * 1e-9, dt_ns=self.dt_ns, smooth_alpha=alpha,
+            noise_alpha=min(1.0, self.dt_ns * 1e-9 / cfg.attribution.noise_tau_s),
+            weight_alpha=min(1.0, self.dt_ns * 1e-9 / cfg.tool_weight_tau_s),
             contact_force_n=cfg.contact_force_n, contact_release_n=cfg.contact_release_n,
             contact_recent_ns=int(cfg.attribution.contact_recent_s * 1e9),
             contact_carry_ns=int(cfg.attribution.contact_carry_s * 1e9),

@@ -5,6 +5,10 @@ of the analysis itself is computed here, in order, over a named state that carri
 from batch to batch (live: a few rows per batch; replay: thousands):
 
 - smoothed residual magnitudes (exponential smoothing, vectorized with carried state);
+- the noise of the joint and effort residuals, from their row-to-row differences: a gap
+  changes a residual slowly, noise changes it every row, so a gap (even one present from
+  the start, or a slow drift) does not raise the estimate; attribution sets its thresholds
+  of those residuals in units of it;
 - the tool's weight as the sim's free-space wrist force, and contact on each side
   (hysteresis on the force beyond that weight);
 - the object's error growth and how far it wandered with nothing the sim models near it;
@@ -34,6 +38,8 @@ from sim_real_bridge.core.read_stage import Grid
 
 #: Fitted delays kept for the latency estimate (the newest).
 LATENCY_DELAYS_KEPT = 2000
+#: For white Gaussian noise of deviation sigma, E|x_k - x_(k-1)| = 2 sigma / sqrt(pi).
+MEAN_ABS_DIFF_TO_SIGMA = math.sqrt(math.pi) / 2
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,7 @@ class ScanConfig:
     dt_s: float
     dt_ns: int
     smooth_alpha: float
+    noise_alpha: float
     weight_alpha: float
     contact_force_n: float
     contact_release_n: float
@@ -66,10 +73,20 @@ class Smoothed:
 
 
 @dataclass
+class NoiseState:
+    """What the noise estimate carries between batches, per residual (by output name)."""
+
+    last_row: dict[str, np.ndarray] = field(default_factory=dict)  # (J,) the batch's last residuals
+    mean_abs_diff: dict[str, np.ndarray] = field(default_factory=dict)  # (J,) smoothed |row-to-row change|
+    rows_seen: dict[str, int] = field(default_factory=dict)  # rows in that smoothing so far
+
+
+@dataclass
 class ScanState:
     """Everything the scan carries from one row to the next."""
 
     smoothed: Smoothed = field(default_factory=Smoothed)
+    noise: NoiseState = field(default_factory=NoiseState)
     tool_weight_n: dict[bool, tuple[float, float, float] | None] = field(
         default_factory=lambda: {True: None, False: None})  # by frame_world
     sim_contact: bool = False
@@ -151,6 +168,35 @@ def smooth(grid: Grid, state: Smoothed, alpha: float) -> dict[str, np.ndarray]:
         "torque_residual_nm": np.linalg.norm(torque, axis=1),
         "external_force_n": force,
     }
+
+
+def noise_levels(grid: Grid, state: NoiseState, alpha: float) -> dict[str, np.ndarray]:
+    """Per row, the noise (standard deviation) of the noisiest joint's position residual
+    (``joint_noise_rad``) and effort residual (``effort_noise``), learned online.
+
+    The smoothing is bias-corrected as it starts (an average of the rows seen so far
+    until there are about ``1 / alpha``), so it is the noise from the first rows on.
+    """
+    out = {}
+    for name, values in (("joint_noise_rad", grid.q_res_rad), ("effort_noise", grid.effort_res)):
+        width = values.shape[1]
+        last = state.last_row.get(name)
+        if last is None or last.shape != (width,):  # the first batch, or another joint set
+            last = np.full(width, np.nan)
+            state.mean_abs_diff[name] = np.zeros(width)
+            state.rows_seen[name] = 0
+        diff = np.abs(values - np.vstack([last[None, :], values[:-1]]))
+        usable = grid.joints_valid & np.isfinite(diff).any(axis=1)
+        mean_abs, state.mean_abs_diff[name] = ema(np.where(np.isfinite(diff), diff, 0.0), usable, alpha,
+                                                  state.mean_abs_diff[name])
+        seen = state.rows_seen[name] + np.cumsum(usable)
+        state.rows_seen[name] = int(seen[-1]) if len(seen) else state.rows_seen[name]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            unbiased = np.where(seen[:, None] > 0, mean_abs / (1.0 - (1.0 - alpha) ** seen[:, None]), 0.0)
+        if len(values):
+            state.last_row[name] = values[-1]
+        out[name] = MEAN_ABS_DIFF_TO_SIGMA * unbiased.max(axis=1) if width else np.zeros(len(grid))
+    return out
 
 
 def _contact(state: ScanState, cfg: ScanConfig, frame_world: bool, sim_force: list[float],
@@ -272,6 +318,7 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
         object_tool_m=object_tool_m.tolist(), ee_error=ee_error.tolist(),
         real_tool_object_m=np.linalg.norm(grid.real_object[:, :3] - grid.real_ee[:, :3], axis=1).tolist(),
         **{name: values.tolist() for name, values in smoothed.items()},
+        **{name: values.tolist() for name, values in noise_levels(grid, state.noise, cfg.noise_alpha).items()},
     )
     out = ScanRows(*(np.zeros(k_rows, dtype=bool) for _ in range(3)), np.zeros(k_rows), np.zeros(k_rows), [])
     for k in range(k_rows):
@@ -306,7 +353,8 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         if state.fit is not None and state.fit.identifiable:
             state.add_delay(state.fit.delay_s)
     attribution = cfg.attribution
-    if (state.fit is not None and row["joint_residual_rad"] > attribution.unexplained_residual_rad
+    unexplained_rad = max(attribution.unexplained_residual_rad, attribution.noise_factor * row["joint_noise_rad"])
+    if (state.fit is not None and row["joint_residual_rad"] > unexplained_rad
             and state.fit.explained < attribution.dynamics_min_explained):
         state.unexplained_s += cfg.dt_s
     else:
@@ -316,7 +364,8 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         state.last_untrusted_ns = t
     features = TickFeatures(
         t_ns=t, joints_valid=valid, joint_residual_rad=row["joint_residual_rad"],
-        effort_residual=row["effort_residual"], force_residual_n=row["force_residual_n"],
+        effort_residual=row["effort_residual"], joint_noise_rad=row["joint_noise_rad"],
+        effort_noise=row["effort_noise"], force_residual_n=row["force_residual_n"],
         torque_residual_nm=row["torque_residual_nm"], sim_force_n=sim_force_n,
         external_force_n=row["external_force_n"], wrench_valid=row["wrench_valid"],
         sim_contact=state.sim_contact, sim_contact_recent=recent, real_contact=state.real_contact,
