@@ -334,6 +334,27 @@ def test_poses_give_the_end_effector_error() -> None:
     assert run.engine.summary(T0_RECV_NS + 4 * S).ee_position_rms_m == pytest.approx(0.004, rel=0.05)
 
 
+def test_a_real_pose_stream_is_judged_like_the_others_without_silencing_the_joints() -> None:
+    streams = make_recording(Scenario(ee_pose=True, duration_s=8.0, push=(2.0, 3.5)))
+    pose = next(s for s in streams if s.kind == "ee_pose" and s.side == "real")
+    t_s = (pose.stamp_ns - pose.stamp_ns[0]) / 1e9
+    position = pose.values["position"].copy()
+    frozen = (t_s >= 1.5) & (t_s < 3.0)  # while the sim's pose moves on
+    position[frozen] = position[np.argmax(frozen)]
+    position[(t_s >= 7.0) & (t_s < 7.2)] = np.nan
+    pose.values["position"] = position
+    kept = (t_s < 4.5) | (t_s >= 5.0)  # half a second lost
+    pose.stamp_ns, pose.recv_ns = pose.stamp_ns[kept], pose.recv_ns[kept]
+    pose.values = {name: values[kept] for name, values in pose.values.items()}
+    run = replay(streams)
+    sensor = [e for e in run.summary["events"] if e["category"] == "sensor"]
+    assert [e["kind"] for e in sensor] == ["frozen", "dropout", "nan_burst"], [(e["kind"], e["start_s"], e["end_s"], e["evidence"]) for e in sensor]
+    assert {e["evidence"]["stream"] for e in sensor} == {"real/ee_pose"}
+    # The joints go on being analysed: the push during the frozen pose is found.
+    assert [e["kind"] for e in run.summary["events"] if e["category"] == "human"] == ["push"]
+    assert np.isfinite(run.summary["residuals"]["ee_position_rms_m"])  # the NaN poses are not drawn
+
+
 def test_refused_rows_are_counted_by_reason() -> None:
     streams = make_recording(Scenario(duration_s=3.0))
     real_joints = next(s for s in streams if s.kind == "joint_states" and s.side == "real")

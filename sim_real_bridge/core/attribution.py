@@ -6,7 +6,8 @@ is active when its score reaches ``active_score``. The rules, in priority order:
 
 1. sensor: a health flag of the real stream (dropout, nonfinite, frozen, stamp_jitter,
    saturation, ft_bias_drift). dropout/nonfinite/frozen/stamp_jitter make the real
-   stream untrustworthy, so they suppress every other category at that tick.
+   stream untrustworthy: of joint_states or wrench, they suppress every other category
+   at that tick; of a pose stream, that pose is left out (no obstacle or slip from it).
 2. contact: the sim is (or just was) in contact and the real-minus-sim force residual,
    relative to ``contact_force_n`` plus ``contact_force_rel`` of the sim force, is large;
    unless a free-space cause (dynamics, human) was active as the contact began: the
@@ -348,13 +349,20 @@ def _sensor_rule(f: TickFeatures, cfg: AttributionConfig, scores: _Scores) -> bo
     for flag in f.sensor_flags:  # (mostly none)
         if worst is None or flag[1] > worst[1]:
             worst = flag
-        untrusted = untrusted or flag[0] in _UNTRUSTED_SENSOR_KINDS
+        untrusted = untrusted or untrusts_residuals(flag[0], flag[2].get("stream", ""))
     if worst is not None:
         name, severity, flag_evidence = worst
         scores.put("sensor", max(cfg.active_score, min(1.0, 0.5 + 0.5 * severity)), _SENSOR_EVENT_KINDS.get(name, name),
                    {"flag": name, **flag_evidence})
     recovering = f.since_untrusted_s < cfg.sensor_recovery_s
     return (untrusted or recovering) and cfg.sensor_suppresses
+
+
+def untrusts_residuals(detector: str, stream: str) -> bool:
+    """Whether a health flag makes the joint and wrench residuals untrustworthy: an
+    untrusted joint or wrench stream does; a pose stream's fault only takes its pose
+    out of the analysis (the scan drops it at those rows)."""
+    return detector in _UNTRUSTED_SENSOR_KINDS and not stream.endswith("_pose")
 
 
 def _wrist(f: TickFeatures, cfg: AttributionConfig) -> _Wrist:

@@ -218,6 +218,7 @@ class StreamInputs:
               values: np.ndarray, crossed_reset: bool) -> None:
         streams = self.sides[side]
         cfg = self.config.features
+        drawn: slice | np.ndarray = slice(None)  # the rows the buffer keeps (the health sees all)
         if stream == "joint_states":
             if streams.joints is None:
                 streams.joints = StreamBuffer(values.shape[1])
@@ -235,9 +236,10 @@ class StreamInputs:
         else:
             if getattr(streams, stream) is None:
                 setattr(streams, stream, StreamBuffer(7))
-            getattr(streams, stream).extend(time, recv, values)
-            return
-        buffer.extend(time, recv, values)
+                setattr(streams, f"{stream}_health", StreamHealth(cfg, f"{side}/{stream}"))
+            buffer, health, health_values = getattr(streams, stream), getattr(streams, f"{stream}_health"), values
+            drawn = np.isfinite(values).all(axis=1)  # a non-finite pose is judged, never drawn
+        buffer.extend(time[drawn], recv[drawn], values[drawn])
         # Health marks are taken in with the analysis (in batches), in arrival order.
         self._health_pending.append(_PendingHealth(health, stamp, recv, time, health_values, crossed_reset))
         if self.joints is None and all(self.sides[s].joints is not None for s in SIDES):
@@ -284,7 +286,8 @@ class StreamInputs:
             for buffer in (streams.joints, streams.wrench, streams.ee_pose, streams.object_pose):
                 if buffer is not None:
                     buffer.trim(before_ns)
-            for health in (streams.joint_health, streams.wrench_health):
+            for health in (streams.joint_health, streams.wrench_health, streams.ee_pose_health,
+                           streams.object_pose_health):
                 if health is not None:
                     health.trim(marks_before_ns)
         for clock in self.clock.values():

@@ -87,8 +87,6 @@ def check_rows(config: IntakeConfig, stream: str, stamp_ns: np.ndarray, recv_ns:
     codes[stamp_ns <= 0] = _CODE[validation.ZERO_STAMP]
     refused = codes != 0
     flagged = nonfinite & ~refused
-    if stream.endswith("_pose"):
-        refused |= flagged  # a pose is only ever drawn, never judged as a sensor: refuse it
     codes[flagged] = _CODE[validation.NON_FINITE]
     return Checked(~refused, codes)
 

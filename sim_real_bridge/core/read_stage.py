@@ -30,8 +30,10 @@ class SideStreams:
     joint_health: StreamHealth | None = None
     wrench: StreamBuffer | None = None  # force (3), torque (3), sensor frame
     wrench_health: StreamHealth | None = None
-    ee_pose: StreamBuffer | None = None  # position (3), orientation wxyz (4), world frame
+    ee_pose: StreamBuffer | None = None  # position (3), orientation wxyz (4), world frame; finite rows only
+    ee_pose_health: StreamHealth | None = None  # every row, non-finite ones included
     object_pose: StreamBuffer | None = None
+    object_pose_health: StreamHealth | None = None
 
 
 @dataclass(frozen=True)
@@ -294,12 +296,16 @@ def read_health(grid: Grid, sides: dict[str, SideStreams], joints: JointMap, cfg
     moving = {
         "joint_states": np.hstack((real_joint_moving, real_joint_moving)),
         "wrench": moved(sim.wrench, start, t, np.arange(6), cfg.moving_threshold),
+        "ee_pose": moved(sim.ee_pose, start, t, np.arange(7), cfg.moving_threshold),
+        "object_pose": moved(sim.object_pose, start, t, np.arange(7), cfg.moving_threshold),
     }
     for side, other in (("real", "sim"), ("sim", "real")):
         mine, theirs = sides[side], sides[other]
         for topic, health, twin, sibling in (
                 ("joint_states", mine.joint_health, theirs.joint_health, mine.wrench_health),
-                ("wrench", mine.wrench_health, theirs.wrench_health, mine.joint_health)):
+                ("wrench", mine.wrench_health, theirs.wrench_health, mine.joint_health),
+                ("ee_pose", mine.ee_pose_health, theirs.ee_pose_health, mine.joint_health),
+                ("object_pose", mine.object_pose_health, theirs.object_pose_health, mine.joint_health)):
             if health is None or not health.sample_count:
                 continue
             grid.flags[f"{side}/{topic}"] = health.flags(

@@ -31,6 +31,7 @@ from sim_real_bridge.core.attribution import (
     Attribution,
     TickFeatures,
     attribute,
+    untrusts_residuals,
 )
 from sim_real_bridge.core.fits import DelayFit
 from sim_real_bridge.core.health import DETECTORS, UNTRUSTED, StreamFlags
@@ -269,6 +270,18 @@ def _stalls(state: ScanState, cfg: ScanConfig, names: tuple[str, ...], stalling:
     return stalled, max(state.stall_s) if stalled else 0.0
 
 
+def _untrusted_rows(grid: Grid, topic: str) -> np.ndarray:
+    """(K,) rows at which either side's ``topic`` has an untrusted detector active."""
+    out = np.zeros(len(grid), dtype=bool)
+    for side in ("sim", "real"):
+        stream_flags = grid.flags.get(f"{side}/{topic}")
+        for name in UNTRUSTED if stream_flags is not None else ():
+            active = stream_flags.active.get(name)
+            if active is not None:
+                out |= active
+    return out
+
+
 def sensor_flags(flags: dict[str, StreamFlags], k: int) -> list[tuple[str, float, dict[str, str]]]:
     """The active detectors at row k as (name, severity, evidence with the stream)."""
     out = []
@@ -302,12 +315,14 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
     with np.errstate(invalid="ignore"):
         stalling = ((real_qd < cfg.stall_speed_rad_s) & (sim_qd > cfg.stall_sim_speed_rad_s)).tolist()
         slow_real = (real_qd < 2 * cfg.stall_speed_rad_s).tolist()
-    ee_error = np.linalg.norm(grid.ee_error_m, axis=1)
-    object_error = grid.real_object[:, :3] - grid.sim_object[:, :3]
+    ee_untrusted, object_untrusted = _untrusted_rows(grid, "ee_pose"), _untrusted_rows(grid, "object_pose")
+    ee_error = np.where(ee_untrusted, np.nan, np.linalg.norm(grid.ee_error_m, axis=1))
+    object_error = np.where(object_untrusted[:, None], np.nan, grid.real_object[:, :3] - grid.sim_object[:, :3])
     object_error_m = np.linalg.norm(object_error, axis=1)
     with np.errstate(invalid="ignore"):
         object_tool_m = np.abs(np.linalg.norm(grid.real_object[:, :3] - grid.real_ee[:, :3], axis=1)
                                - np.linalg.norm(grid.sim_object[:, :3] - grid.sim_ee[:, :3], axis=1))
+        object_tool_m[ee_untrusted | object_untrusted] = np.nan
     columns = dict(
         t=grid.t_ns.tolist(), valid=grid.joints_valid.tolist(), wrench_valid=grid.wrench_valid.tolist(),
         frame_world=grid.frame_world.tolist(), sim_force=grid.sim_world_force_n.tolist(),
@@ -360,7 +375,7 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
     else:
         state.unexplained_s = 0.0
     flags = sensor_flags(grid.flags, k) if flagged else []
-    if any(name in UNTRUSTED for name, _, _ in flags):
+    if any(untrusts_residuals(name, evidence["stream"]) for name, _, evidence in flags):
         state.last_untrusted_ns = t
     features = TickFeatures(
         t_ns=t, joints_valid=valid, joint_residual_rad=row["joint_residual_rad"],
