@@ -7,7 +7,8 @@ suite stays quick. The classes here are ones the attribution got wrong and now g
 right: a change of table stiffness during a wipe (found late, kind ``contact``), the end
 of an actuation-latency injection (a spurious human push), a frozen wrench stream that
 recovers (followed by an unauthored joint_stall), and the contact phases of a wipe read as
-contact after a gain change was already found.
+contact after a gain change was already found, and a gain change during a wipe's contact
+read as contact.
 
 Still wrong, and so not here (issue "Attribution that holds on robots and scenarios it
 has never seen" lists them with these seeds): an obstacle in a push task (seed 243:
@@ -95,3 +96,18 @@ def test_once_a_dynamics_gap_is_found_the_next_contacts_of_a_wipe_are_not_claime
     contact_after = [e for e in result["events"] if e["category"] == "contact" and e["start_s"] > min(dynamics_s)]
     assert not contact_after, events
     assert not [e for e in result["events"] if e["category"] == "human"], events
+
+
+def test_a_gain_change_found_in_the_contact_of_a_wipe_is_dynamics() -> None:
+    # Seed 21: the position loop's gain falls to 0.36 while the tool wipes the table. The
+    # joints lag their sim twins by centiradians and the fit explains it: the actuation
+    # changed (a contact model's change moves the joints by millimetres).
+    data = generate_scenario(21)
+    gain = next(i for i in data["injections"] if i["kind"] == "gain")
+    data["injections"] = [{**gain, "start_s": 8.0, "end_s": 12.0}]
+    data["duration_s"] = 14.0
+    result = load_bench("attribution_eval").run_and_evaluate(run_lockstep(parse_scenario(data, source="seed 21")))
+    events = [f"{e['category']}/{e['kind']}@{e['start_s']:.2f}-{e['end_s']}" for e in result["events"]]
+    dynamics = [e for e in result["events"] if e["category"] == "dynamics"]
+    assert dynamics and dynamics[0]["start_s"] <= 8.0 + MAX_DELAY_S, events
+    assert not [e for e in result["events"] if e["category"] == "contact" and e["start_s"] > dynamics[0]["start_s"]], events

@@ -97,6 +97,16 @@ def test_joint_and_effort_thresholds_are_in_units_of_the_measured_noise() -> Non
     assert active(feats(**bias, effort_noise=1.0)) == {}
 
 
+def test_in_contact_a_large_joint_residual_the_fit_explains_is_the_actuation() -> None:
+    contact = dict(sim_contact_recent=True, sim_contact=True, sim_force_n=40.0, force_residual_n=20.0,
+                   external_force_n=np.array([0.0, -3.0, 20.0]), effort_residual=9.0)
+    fit = DelayFit(delay_s=0.05, gain=0.86, explained=0.99)
+    assert active(feats(**contact, joint_residual_rad=0.06, fit=fit)) == {"dynamics": "actuation_latency"}
+    assert active(feats(**contact, joint_residual_rad=0.005, fit=fit)) == {"contact": "stiffness"}  # mm: the table
+    unexplained = DelayFit(delay_s=0.05, gain=0.86, explained=0.3)
+    assert active(feats(**contact, joint_residual_rad=0.06, fit=unexplained)) == {"contact": "stiffness"}
+
+
 def test_contact_residual_felt_by_the_joints() -> None:
     f = feats(sim_contact_recent=True, sim_contact=True, sim_force_n=35.0, force_residual_n=12.0,
               external_force_n=np.array([0.0, -12.0, 3.0]), effort_residual=6.7, joint_residual_rad=0.006)

@@ -9,7 +9,10 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    stream untrustworthy: of joint_states or wrench, they suppress every other category
    at that tick; of a pose stream, that pose is left out (no obstacle or slip from it).
 2. contact: the sim is (or just was) in contact and the real-minus-sim force residual,
-   relative to ``contact_force_n`` plus ``contact_force_rel`` of the sim force, is large;
+   relative to ``contact_force_n`` plus ``contact_force_rel`` of the sim force, is large,
+   and the joints stay near their sim twins (a joint residual beyond
+   ``contact_actuation_rad`` that the delay/gain fit explains is dynamics: the arm's
+   actuation changed, which changes how hard it presses);
    unless a free-space cause (dynamics, human) was active as the contact began: the
    contact residual is then that cause pressing on (a softer loop presses more softly),
    and stays attributed to it for that contact phase.
@@ -44,10 +47,12 @@ bench/attribution_eval.py):
   before it is absorbed by the human min-duration and the unauthored tail.
 - contact gaps show only in contact, obstacles only when reached: the stand-in's truth
   starts there (``effect_start_s``), since before it nothing differs to detect.
-- a payload or gain change that starts during a contact phase shows as a contact
-  residual felt by the joints, so it is reported as ``contact`` there; one already seen
-  in free space as the contact began is carried through it (and a contact-model gap in
-  such a phase is then reported as that cause).
+- a payload, or a gain or latency change too small to move the joints by
+  ``contact_actuation_rad``, that starts during a contact phase shows as a contact
+  residual felt by the joints, so it is reported as ``contact`` there; a cause already
+  seen in free space as the contact began, or found as dynamics in the contact, is
+  carried through the rest of that phase (and a contact-model gap in such a phase is
+  then reported as that cause).
 - F/T bias drift is reported once it exceeds ``ft_unfelt_force_n`` in free space (or
   the contact threshold in contact): at 1 N/s, 1.1 s (wipe) to 1.5 s (reach) after it
   starts in bench/attribution_eval.py, 1.2 s live in ``sensor_ft_bias_drift``.
@@ -97,6 +102,9 @@ class AttributionConfig:
             contact begins, after an active run of at least ``contact_carry_min_s``, is
             carried through that contact phase.
         contact_carry_min_s: see contact_carry_s (a flicker of a cause is not carried).
+        contact_actuation_rad: in contact, a smoothed joint residual this large that the
+            delay/gain fit explains is dynamics (a contact model's change moves the
+            position-held joints by a few mrad; an actuation change, by centiradians).
         human_force_n: wrist force residual that, with the tool pushed off its path by
             ``obstacle_ee_error_m``, is an unmodelled obstacle.
         felt_min_nm: a wrist force residual is "felt" (real, not a sensor artefact) when
@@ -153,6 +161,7 @@ class AttributionConfig:
     contact_recent_s: float = 0.3
     contact_carry_s: float = 0.5
     contact_carry_min_s: float = 0.2
+    contact_actuation_rad: float = 0.02
     human_force_n: float = 4.0
     felt_min_nm: float = 1.0
     felt_lever_m: float = 0.15
@@ -424,6 +433,13 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
         scores.put("unauthored", s if slip_recent else 0.0, "object_slip",
                    {"object_free_drift_m": f"{f.object_free_drift_m:.3f}",
                     "force_residual_n": f"{f.force_residual_n:.2f}"})
+    elif s >= cfg.active_score and w.felt and _actuation_in_contact(f, cfg):
+        # a contact model changes the force on a position-held arm, its joints hardly move
+        fit = f.fit
+        scores.put("dynamics", s, _actuation_kind(fit), {
+            "in_contact": "true", "joint_residual_rad": f"{f.joint_residual_rad:.4f}",
+            "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}", "fit_explained": f"{fit.explained:.2f}",
+            "force_residual_n": f"{f.force_residual_n:.2f}"})
     elif s >= cfg.active_score and w.felt and f.contact_carry:
         scores.put(f.contact_carry, s, f.last_kind.get(f.contact_carry, ""),
                    {"carried_into_contact": "true", "force_residual_n": f"{f.force_residual_n:.2f}",
@@ -432,6 +448,18 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
         scores.put("contact", s, _contact_kind(f, cfg, w), {
             "force_residual_n": f"{f.force_residual_n:.2f}", "sim_force_n": f"{f.sim_force_n:.2f}",
             "torque_residual_nm": f"{f.torque_residual_nm:.3f}", "effort_residual": f"{f.effort_residual:.2f}"})
+
+
+def _actuation_in_contact(f: TickFeatures, cfg: AttributionConfig) -> bool:
+    """In contact, a joint residual beyond ``contact_actuation_rad`` that the delay/gain
+    fit explains is the actuation's, not the contact model's."""
+    return (f.fit is not None and f.joints_valid and f.joint_residual_rad >= cfg.contact_actuation_rad
+            and f.fit.explained >= cfg.dynamics_min_explained)
+
+
+def _actuation_kind(fit: DelayFit) -> str:
+    """A delay with the gain kept is a latency; otherwise a changed gain."""
+    return "actuation_latency" if fit.delay_s >= 0.02 and abs(fit.gain - 1) < 0.2 else "gain"
 
 
 def _contact_kind(f: TickFeatures, cfg: AttributionConfig, w: _Wrist) -> str:
@@ -470,12 +498,7 @@ def _dynamics_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _
         return
     residual = f.joint_residual_rad
     if residual > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained:
-        if f.effort_residual >= cfg.effort_residual_nm:
-            kind = "joint_friction"
-        elif fit.delay_s >= 0.02 and abs(fit.gain - 1) < 0.2:
-            kind = "actuation_latency"
-        else:
-            kind = "gain"
+        kind = "joint_friction" if f.effort_residual >= cfg.effort_residual_nm else _actuation_kind(fit)
         scores.put("dynamics", _ramp(residual, cfg.dynamics_residual_rad), kind, {
             **_common_evidence(f, w.ext_n), "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}",
             "fit_explained": f"{fit.explained:.2f}", "stiffness_nm_per_rad": f"{w.stiffness:.0f}"})

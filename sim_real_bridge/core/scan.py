@@ -402,4 +402,6 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
             state.active_since_ns[category] = t
         state.last_active_ns[category] = t
         state.last_kind[category] = kind
+    if state.in_contact_phase and "dynamics" in verdict.active:
+        state.contact_carry = "dynamics"  # found in this contact: the phase's residual is its
     return verdict
