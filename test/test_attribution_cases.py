@@ -111,3 +111,18 @@ def test_a_gain_change_found_in_the_contact_of_a_wipe_is_dynamics() -> None:
     dynamics = [e for e in result["events"] if e["category"] == "dynamics"]
     assert dynamics and dynamics[0]["start_s"] <= 8.0 + MAX_DELAY_S, events
     assert not [e for e in result["events"] if e["category"] == "contact" and e["start_s"] > dynamics[0]["start_s"]], events
+
+
+def test_after_an_object_slipped_a_contact_gap_away_from_the_object_is_still_contact() -> None:
+    # Seed 32: the box slips (32 s), then the table is made softer (46.6 s) while the
+    # tool wipes it, away from the box; that residual is the table's, not the slip's.
+    data = generate_scenario(32)
+    data["duration_s"] = 50.0
+    for injection in data["injections"]:
+        injection["end_s"] = min(injection["end_s"], 50.0)
+    result = load_bench("attribution_eval").run_and_evaluate(run_lockstep(parse_scenario(data, source="seed 32")))
+    events = [f"{e['category']}/{e['kind']}@{e['start_s']:.2f}-{e['end_s']}" for e in result["events"]]
+    scores = result["scores"]["per_category"]
+    assert scores["unauthored"]["matched_truth"] == scores["unauthored"]["n_truth"] == 1, events
+    assert scores["contact"]["matched_truth"] == scores["contact"]["n_truth"] == 1, events
+    assert max(scores["contact"]["delays_s"]) <= MAX_DELAY_S, events

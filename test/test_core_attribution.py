@@ -195,6 +195,9 @@ def test_contact_residual_after_a_slip() -> None:
     assert active(feats(**contact, **recent)) == {"unauthored": "object_slip"}
     # long after the slip, with the object left displaced: a known consequence, nothing new
     old = dict(since_active_s={"unauthored": 30.0}, last_kind={"unauthored": "object_slip"})
-    assert active(feats(**contact, **old, object_free_drift_m=0.05)) == {}
+    assert active(feats(**contact, **old, object_free_drift_m=0.05, sim_tool_object_m=0.06)) == {}
+    # ... but a contact away from the object (the tool on the table) is the contact's
+    assert active(feats(**contact, **old, object_free_drift_m=0.05, sim_tool_object_m=0.4,
+                        real_tool_object_m=0.4)) == {"contact": "friction"}
     # no slip at all: a contact gap
     assert active(feats(**contact)) == {"contact": "friction"}  # along the table, away from the object

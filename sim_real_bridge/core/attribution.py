@@ -128,8 +128,9 @@ class AttributionConfig:
         object_slip_speed_m_s: growth rate of the object error, with the sim in free
             space (nothing modelled touches the object), that is a slip.
         object_drift_m: once the object has wandered this far on its own (or while a slip
-            was seen within object_slip_linger_s), contact residuals are consequences of
-            the slip (unauthored), not contact modelling.
+            was seen within object_slip_linger_s), contact residuals at the object (the
+            tool within object_touch_m of it on either side) are consequences of the
+            slip (unauthored), not contact modelling.
         object_touch_m: with the real tool (ee) this close to the real object's centre the
             tool may be touching it: its motion is then a push, not a slip.
         object_still_m_s: a slip is the real object moving while the sim's stays still
@@ -242,6 +243,7 @@ class TickFeatures:
     object_error_speed_m_s: float = float("nan")
     object_free_drift_m: float = 0.0
     real_tool_object_m: float = float("nan")
+    sim_tool_object_m: float = float("nan")
     sim_object_speed_m_s: float = float("nan")
     stalled_joints: tuple[str, ...] = ()
     stall_s: float = 0.0
@@ -427,7 +429,9 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
     s = max(_ramp(f.force_residual_n, thr), _ramp(f.torque_residual_nm, cfg.contact_torque_nm))
     slip_recent = (f.last_kind.get("unauthored") == "object_slip"
                    and f.since_active_s.get("unauthored", math.inf) <= cfg.object_slip_linger_s)
-    if s >= cfg.active_score and w.felt and (slip_recent or f.object_free_drift_m >= cfg.object_drift_m):
+    at_object = f.real_tool_object_m < cfg.object_touch_m or f.sim_tool_object_m < cfg.object_touch_m
+    slipped_away = at_object and f.object_free_drift_m >= cfg.object_drift_m
+    if s >= cfg.active_score and w.felt and (slip_recent or slipped_away):
         # the object is not where the sim has it (it slipped): contact differs as a
         # result; after the slip has stopped this is no new gap, so it is not reported
         scores.put("unauthored", s if slip_recent else 0.0, "object_slip",

@@ -332,6 +332,7 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
         object_error=object_error.tolist(), object_error_m=object_error_m.tolist(),
         object_tool_m=object_tool_m.tolist(), ee_error=ee_error.tolist(),
         real_tool_object_m=np.linalg.norm(grid.real_object[:, :3] - grid.real_ee[:, :3], axis=1).tolist(),
+        sim_tool_object_m=np.linalg.norm(grid.sim_object[:, :3] - grid.sim_ee[:, :3], axis=1).tolist(),
         **{name: values.tolist() for name, values in smoothed.items()},
         **{name: values.tolist() for name, values in noise_levels(grid, state.noise, cfg.noise_alpha).items()},
     )
@@ -388,6 +389,7 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         ee_error_m=row["ee_error"], object_error_m=row["object_error_m"],
         object_tool_error_m=row["object_tool_m"], object_error_speed_m_s=object_speed,
         object_free_drift_m=state.object_free_drift_m, real_tool_object_m=row["real_tool_object_m"],
+        sim_tool_object_m=row["sim_tool_object_m"],
         sim_object_speed_m_s=float(grid.sim_object_speed_m_s[k]), stalled_joints=stalled, stall_s=stall_s,
         fit=state.fit, unexplained_s=state.unexplained_s, sensor_flags=flags,
         since_untrusted_s=(t - state.last_untrusted_ns) * 1e-9 if state.last_untrusted_ns is not None else math.inf,
