@@ -66,6 +66,8 @@ def test_non_finite_samples_flag_while_they_last_plus_the_hold() -> None:
     active = _active_times_s(flags, "nonfinite", t)
     assert active.min() == pytest.approx(3.0) and active.max() == pytest.approx(3.2)  # hold 0.1 s
     assert np.all(flags.severity["nonfinite"][flags.active["nonfinite"]] > 0.5)
+    assert flags.any_active({"nonfinite"}).tolist() == flags.active["nonfinite"].tolist()
+    assert not flags.any_active({"frozen", "saturation"}).any()  # only the detectors asked for
 
 
 @pytest.mark.parametrize("twin_moves", [True, False])

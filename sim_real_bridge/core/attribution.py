@@ -67,11 +67,11 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from sim_real_bridge.core.fits import DelayFit
+from sim_real_bridge.core.health import UNTRUSTED
 from sim_real_bridge.errors import ConfigError
 
 CATEGORIES: tuple[str, ...] = ("dynamics", "contact", "sensor", "human", "unauthored")
 NONE = "none"
-_UNTRUSTED_SENSOR_KINDS = ("dropout", "nonfinite", "frozen", "stamp_jitter")
 #: Event kinds are the injection kinds' names where a health detector has another name.
 _SENSOR_EVENT_KINDS = {"nonfinite": "nan_burst"}
 
@@ -344,13 +344,17 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
 def _noise_scaled(cfg: AttributionConfig, f: TickFeatures) -> AttributionConfig:
     """The config with its joint and effort thresholds raised to noise_factor times the
     measured noise (itself, on a robot quieter than the thresholds)."""
-    q_rad = cfg.noise_factor * f.joint_noise_rad
-    effort = cfg.noise_factor * f.effort_noise
-    if q_rad <= min(cfg.dynamics_residual_rad, cfg.unexplained_residual_rad) and effort <= cfg.felt_min_nm:
-        return cfg
-    return replace(cfg, dynamics_residual_rad=max(cfg.dynamics_residual_rad, q_rad),
-                   unexplained_residual_rad=max(cfg.unexplained_residual_rad, q_rad),
-                   felt_min_nm=max(cfg.felt_min_nm, effort), effort_residual_nm=max(cfg.effort_residual_nm, effort))
+    scaled = {name: above_noise(cfg, getattr(cfg, name), noise) for name, noise in (
+        ("dynamics_residual_rad", f.joint_noise_rad), ("unexplained_residual_rad", f.joint_noise_rad),
+        ("felt_min_nm", f.effort_noise), ("effort_residual_nm", f.effort_noise))}
+    if all(value == getattr(cfg, name) for name, value in scaled.items()):
+        return cfg  # (a robot quieter than the thresholds: no copy)
+    return replace(cfg, **scaled)
+
+
+def above_noise(cfg: AttributionConfig, threshold: float, noise: float) -> float:
+    """A threshold raised to ``noise_factor`` times the noise of its residual."""
+    return max(threshold, cfg.noise_factor * noise)
 
 
 def _sensor_rule(f: TickFeatures, cfg: AttributionConfig, scores: _Scores) -> bool:
@@ -373,7 +377,7 @@ def untrusts_residuals(detector: str, stream: str) -> bool:
     """Whether a health flag makes the joint and wrench residuals untrustworthy: an
     untrusted joint or wrench stream does; a pose stream's fault only takes its pose
     out of the analysis (the scan drops it at those rows)."""
-    return detector in _UNTRUSTED_SENSOR_KINDS and not stream.endswith("_pose")
+    return detector in UNTRUSTED and not stream.endswith("_pose")
 
 
 def _wrist(f: TickFeatures, cfg: AttributionConfig) -> _Wrist:
@@ -404,7 +408,7 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
                    {**_common_evidence(f, w.ext_n), "force_vs_motion_cos": f"{cos:.2f}"})
     elif f.wrench_valid and not w.felt and f.joints_valid and w.ext_n >= (
             cfg.ft_unfelt_force_n if w.free else cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n
-    ) and cfg.felt_lever_m * w.ext_n >= cfg.noise_factor * f.effort_noise:
+    ) and cfg.felt_lever_m * w.ext_n >= above_noise(cfg, 0.0, f.effort_noise):
         # the wrist sensor reports a force the joints do not feel (and would, above their
         # noise): sensor bias
         s = max(cfg.active_score, _ramp(w.ext_n, cfg.ft_unfelt_force_n))

@@ -27,7 +27,7 @@ the monitor, not by the sensor.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -107,11 +107,12 @@ class StreamFlags:
     severity: dict[str, np.ndarray]
     detail: dict[str, np.ndarray] = field(default_factory=dict)
 
-    def any_active(self) -> np.ndarray:
-        """(K,) whether any detector is active."""
+    def any_active(self, among: Collection[str] | None = None) -> np.ndarray:
+        """(K,) whether any detector (of ``among``, if given) is active."""
         out = np.zeros(len(next(iter(self.active.values()))), dtype=bool)
-        for active in self.active.values():
-            out |= active
+        for name, active in self.active.items():
+            if among is None or name in among:
+                out |= active
         return out
 
     def evidence(self, detector: str, k: int) -> dict[str, str]:

@@ -30,6 +30,7 @@ from sim_real_bridge.core.attribution import (
     AttributionConfig,
     Attribution,
     TickFeatures,
+    above_noise,
     attribute,
     untrusts_residuals,
 )
@@ -191,7 +192,7 @@ def noise_levels(grid: Grid, state: NoiseState, alpha: float) -> dict[str, np.nd
         mean_abs, state.mean_abs_diff[name] = ema(np.where(np.isfinite(diff), diff, 0.0), usable, alpha,
                                                   state.mean_abs_diff[name])
         seen = state.rows_seen[name] + np.cumsum(usable)
-        state.rows_seen[name] = int(seen[-1]) if len(seen) else state.rows_seen[name]
+        state.rows_seen[name] += int(usable.sum())
         with np.errstate(divide="ignore", invalid="ignore"):
             unbiased = np.where(seen[:, None] > 0, mean_abs / (1.0 - (1.0 - alpha) ** seen[:, None]), 0.0)
         if len(values):
@@ -275,10 +276,8 @@ def _untrusted_rows(grid: Grid, topic: str) -> np.ndarray:
     out = np.zeros(len(grid), dtype=bool)
     for side in ("sim", "real"):
         stream_flags = grid.flags.get(f"{side}/{topic}")
-        for name in UNTRUSTED if stream_flags is not None else ():
-            active = stream_flags.active.get(name)
-            if active is not None:
-                out |= active
+        if stream_flags is not None:
+            out |= stream_flags.any_active(UNTRUSTED)
     return out
 
 
@@ -319,10 +318,11 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
     ee_error = np.where(ee_untrusted, np.nan, np.linalg.norm(grid.ee_error_m, axis=1))
     object_error = np.where(object_untrusted[:, None], np.nan, grid.real_object[:, :3] - grid.sim_object[:, :3])
     object_error_m = np.linalg.norm(object_error, axis=1)
+    real_tool_object_m = np.linalg.norm(grid.real_object[:, :3] - grid.real_ee[:, :3], axis=1)
+    sim_tool_object_m = np.linalg.norm(grid.sim_object[:, :3] - grid.sim_ee[:, :3], axis=1)
     with np.errstate(invalid="ignore"):
-        object_tool_m = np.abs(np.linalg.norm(grid.real_object[:, :3] - grid.real_ee[:, :3], axis=1)
-                               - np.linalg.norm(grid.sim_object[:, :3] - grid.sim_ee[:, :3], axis=1))
-        object_tool_m[ee_untrusted | object_untrusted] = np.nan
+        object_tool_m = np.abs(real_tool_object_m - sim_tool_object_m)
+    object_tool_m[ee_untrusted | object_untrusted] = np.nan
     columns = dict(
         t=grid.t_ns.tolist(), valid=grid.joints_valid.tolist(), wrench_valid=grid.wrench_valid.tolist(),
         frame_world=grid.frame_world.tolist(), sim_force=grid.sim_world_force_n.tolist(),
@@ -331,8 +331,7 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
         real_ok=np.isfinite(grid.real_world_force_n).all(axis=1).tolist(),
         object_error=object_error.tolist(), object_error_m=object_error_m.tolist(),
         object_tool_m=object_tool_m.tolist(), ee_error=ee_error.tolist(),
-        real_tool_object_m=np.linalg.norm(grid.real_object[:, :3] - grid.real_ee[:, :3], axis=1).tolist(),
-        sim_tool_object_m=np.linalg.norm(grid.sim_object[:, :3] - grid.sim_ee[:, :3], axis=1).tolist(),
+        real_tool_object_m=real_tool_object_m.tolist(), sim_tool_object_m=sim_tool_object_m.tolist(),
         **{name: values.tolist() for name, values in smoothed.items()},
         **{name: values.tolist() for name, values in noise_levels(grid, state.noise, cfg.noise_alpha).items()},
     )
@@ -369,7 +368,7 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         if state.fit is not None and state.fit.identifiable:
             state.add_delay(state.fit.delay_s)
     attribution = cfg.attribution
-    unexplained_rad = max(attribution.unexplained_residual_rad, attribution.noise_factor * row["joint_noise_rad"])
+    unexplained_rad = above_noise(attribution, attribution.unexplained_residual_rad, row["joint_noise_rad"])
     if (state.fit is not None and row["joint_residual_rad"] > unexplained_rad
             and state.fit.explained < attribution.dynamics_min_explained):
         state.unexplained_s += cfg.dt_s
