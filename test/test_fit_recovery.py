@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import mujoco
 import pytest
 
 from sim_real_bridge import cli
 from sim_real_bridge.fit.identify import joint_rms_rad
-from sim_real_bridge.fit.model import FitModel
+from sim_real_bridge.fit.model import FitModel, resolve_model
 from sim_real_bridge.fit.parameters import history_steps
 from sim_real_bridge.fit.recording import read_recording
 from sim_real_bridge.fit.windows import FitWindow, window_data
@@ -34,18 +35,33 @@ def payload_bag(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _bag(tmp_path_factory, "dynamics_payload")
 
 
-def _run(bag: Path, out: Path, params: str, window: str = "8.5:10.5") -> dict:
-    code = cli.main(["fit", str(bag), "--model", "arm7", "--out", str(out), "--params", params, "--window", window])
+def _run(bag: Path, out: Path, params: str, window: str = "8.5:10.5", model: str = "arm7") -> dict:
+    code = cli.main(["fit", str(bag), "--model", model, "--out", str(out), "--params", params, "--window", window])
     assert code == 0
     return json.loads((out / "fit.json").read_text())
 
 
+def _renamed_arm7(directory: Path) -> Path:
+    """arm7's MJCF with every joint named ``arm_jointN``: pairs with the bag's ``jointN`` as replay pairs them."""
+    spec = mujoco.MjSpec.from_file(str(resolve_model("arm7")[0]))
+    for joint in [f"joint{i}" for i in range(1, 8)]:
+        spec.joint(joint).name = f"arm_{joint}"
+    for actuator in spec.actuators:
+        actuator.target = f"arm_{actuator.target}"
+    path = directory / "renamed_arm.xml"
+    path.write_text(spec.to_xml())
+    return path
+
+
 @pytest.mark.slow
-def test_fit_recovers_an_injected_gain(gain_bag: Path, tmp_path: Path) -> None:
-    result = _run(gain_bag, tmp_path / "out", "gain")
+@pytest.mark.parametrize("model", ["arm7", "renamed MJCF file"])
+def test_fit_recovers_an_injected_gain(gain_bag: Path, tmp_path: Path, model: str) -> None:
+    prefix = "" if model == "arm7" else "arm_"
+    model = model if model == "arm7" else str(_renamed_arm7(tmp_path))
+    result = _run(gain_bag, tmp_path / "out", "gain", model=model)
     fitted = {p["name"]: p for p in result["parameters"]}
     # dynamics_gain scales every joint's kp by 0.4.
-    for joint, kp in zip([f"joint{i}" for i in range(1, 8)], (2000, 2000, 1000, 1000, 500, 300, 100)):
+    for joint, kp in zip([f"{prefix}joint{i}" for i in range(1, 8)], (2000, 2000, 1000, 1000, 500, 300, 100)):
         entry = fitted[f"gain:{joint}"]
         assert entry["before"] == pytest.approx(kp)
         assert entry["fitted"] == pytest.approx(0.4 * kp, rel=0.05)

@@ -45,6 +45,8 @@ class FitRequest:
         max_windows: windows per recording without events or spans.
         side: namespace of the real robot's topics.
         settings: optimizer settings.
+        joint_map: explicit joint pairs, model joint name -> recorded joint name (the
+            others pair by name, as replay pairs them).
     """
 
     inputs: Sequence[Path]
@@ -56,6 +58,7 @@ class FitRequest:
     max_windows: int = 2
     side: str = "/real"
     settings: FitSettings = field(default_factory=FitSettings)
+    joint_map: dict[str, str] = field(default_factory=dict)
 
 
 def pick_windows(rec: Recording, request: FitRequest) -> tuple[list[FitWindow], list[str]]:
@@ -78,7 +81,7 @@ def fit_recordings(recordings: Sequence[Recording], request: FitRequest) -> dict
     started = time.perf_counter()
     check_names(request.params or [])
     model_path, builtin = resolve_model(request.model)
-    fit_model = FitModel(model_path, recordings[0].joint_names, builtin)
+    fit_model = FitModel(model_path, recordings[0].joint_names, builtin, request.joint_map)
     windows: list[tuple[Recording, FitWindow]] = []
     notes: list[str] = []
     for rec in recordings:
@@ -104,7 +107,7 @@ def fit_recordings(recordings: Sequence[Recording], request: FitRequest) -> dict
     after = fit_model.rollout([corrected.compile()] * len(data), data, nthread)
     out = {
         "model": str(model_path), "robot": str(request.model) if builtin else None,
-        "inputs": [r.source for r in recordings], "requested": names,
+        "inputs": [r.source for r in recordings], "requested": names, "renamed_joints": fit_model.renamed,
         "parameters": [_parameter_entry(r, r.param.name in {p.name for p in _final_params(staged)})
                        for r in staged.parameters],
         "screening": _screening_entry(staged),

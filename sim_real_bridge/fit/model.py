@@ -16,6 +16,7 @@ import mujoco
 import numpy as np
 from mujoco import rollout
 
+from sim_real_bridge.core.joint_names import pair_joints
 from sim_real_bridge.fit.errors import FitError, ModelMismatchError
 from sim_real_bridge.fit.parameters import ModelFacts, history_steps, payload_body
 from sim_real_bridge.fit.windows import WindowData
@@ -77,10 +78,16 @@ class Rollout:
 class FitModel:
     """An MJCF matched to the recorded joints.
 
+    Recorded joints pair with the model's as replay pairs the sides (``pair_joints``):
+    by ``joint_map``, then by equal names, then by equal names without each side's
+    common prefix (``ur_shoulder_pan_joint`` and ``shoulder_pan_joint``).
+    ``joint_names`` are the model's names of the recorded joints, in the recorded order.
+
     Args:
         path: the MJCF file.
         joint_names: the recorded joints.
         builtin: a built-in robot's model (its simulator's load-time changes are made).
+        joint_map: explicit pairs, model joint name -> recorded joint name.
 
     Raises:
         FitError: the file does not load.
@@ -88,9 +95,11 @@ class FitModel:
             or an actuator on no recorded joint.
     """
 
-    def __init__(self, path: Path, joint_names: Sequence[str], builtin: bool = False) -> None:
+    def __init__(self, path: Path, joint_names: Sequence[str], builtin: bool = False,
+                 joint_map: dict[str, str] | None = None) -> None:
         self.path = Path(path)
-        self.joint_names = tuple(joint_names)
+        self.recorded_names = tuple(joint_names)
+        self.joint_names = self.recorded_names
         self.builtin = builtin
         try:
             self.spec = mujoco.MjSpec.from_file(str(self.path))
@@ -101,6 +110,7 @@ class FitModel:
         except (ValueError, FileNotFoundError) as exc:
             raise FitError(f"model {self.path}: cannot load: {exc}") from exc
         self.timestep_s = float(self.model.opt.timestep)
+        self.joint_names = self._pair_names(joint_map or {})
         self.actuator_of_joint = self._match_joints()
         self.history_steps = history_steps(self.timestep_s)
         self.free_bodies = tuple(
@@ -113,16 +123,30 @@ class FitModel:
                                     for a in range(self.model.nu)])
         self._wrench_adr = self._wrench_sensor_adr()
 
+    def _pair_names(self, joint_map: dict[str, str]) -> tuple[str, ...]:
+        """The model's name of each recorded joint (recorded order).
+
+        Raises:
+            ModelMismatchError: a recorded joint that pairs with no joint of the model.
+        """
+        model = self.model
+        model_joints = [model.joint(j).name for j in range(model.njnt) if model.jnt_type[j] != mujoco.mjtJoint.mjJNT_FREE]
+        pairs, _ = pair_joints(model_joints, self.recorded_names, joint_map)
+        model_name_of = {self.recorded_names[r]: name for name, r in zip(pairs.names, pairs.real_index.tolist())}
+        missing = [n for n in self.recorded_names if n not in model_name_of]
+        if missing:
+            raise ModelMismatchError(f"model {self.path}: recorded joint(s) {', '.join(missing)} not in the model "
+                                     f"(model joints: {', '.join(model_joints)})")
+        return tuple(model_name_of[n] for n in self.recorded_names)
+
+    @property
+    def renamed(self) -> dict[str, str]:
+        """Recorded joint name -> model joint name, for the joints whose names differ."""
+        return {r: m for r, m in zip(self.recorded_names, self.joint_names) if r != m}
+
     def _match_joints(self) -> dict[str, str]:
         model = self.model
         where = f"model {self.path}"
-        names = {model.joint(j).name for j in range(model.njnt)}
-        missing = [n for n in self.joint_names if n not in names]
-        if missing:
-            model_joints = [model.joint(j).name for j in range(model.njnt)
-                            if model.jnt_type[j] != mujoco.mjtJoint.mjJNT_FREE]
-            raise ModelMismatchError(f"{where}: recorded joint(s) {', '.join(missing)} not in the model "
-                                     f"(model joints: {', '.join(model_joints)})")
         out: dict[str, str] = {}
         for a in range(model.nu):
             if model.actuator_trntype[a] != mujoco.mjtTrn.mjTRN_JOINT:
