@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from pathlib import Path
+from types import SimpleNamespace
 
+import mujoco
 import numpy as np
 import pytest
 
@@ -14,6 +17,7 @@ from sim_real_bridge.conversions.robot_msgs import joint_trajectory_from_data
 from sim_real_bridge.fit.command import FitRequest, fit_recordings
 from sim_real_bridge.fit.errors import FitError, ModelMismatchError, NoMotionError, UnknownParameterError
 from sim_real_bridge.fit.recording import read_recording
+from sim_real_bridge.fit.model import FitModel, resolve_model
 from sim_real_bridge.fit.worker import FitWorker
 from sim_real_bridge.offline.synthetic import write_synthetic_bag
 from sim_real_bridge.sim.physics import ARM_JOINT_NAMES, ArmPhysics
@@ -124,6 +128,25 @@ def test_cli_names_a_model_that_is_neither_file_nor_robot(still_bag: Path, tmp_p
     assert "model nosuchbot: no such MJCF file nor built-in robot (built-in: arm7" in capsys.readouterr().err
 
 
+def test_model_joints_pair_with_the_recorded_ones_as_replay_pairs_them(tmp_path: Path) -> None:
+    path, _ = resolve_model("arm7")
+    spec = mujoco.MjSpec.from_file(str(path))
+    for joint in ARM_JOINT_NAMES:
+        spec.joint(joint).name = f"arm_{joint}"
+    for actuator in spec.actuators:
+        actuator.target = f"arm_{actuator.target}"
+    (tmp_path / "renamed.xml").write_text(spec.to_xml())
+    # Without each side's common prefix the names are equal.
+    model = FitModel(tmp_path / "renamed.xml", ARM_JOINT_NAMES)
+    assert model.joint_names == tuple(f"arm_{j}" for j in ARM_JOINT_NAMES)
+    assert model.renamed["joint3"] == "arm_joint3" and model.actuator_of_joint["arm_joint3"] == "act3"
+    # An explicit map wins over the names.
+    swapped = FitModel(path, ARM_JOINT_NAMES, True, joint_map={"joint1": "joint2", "joint2": "joint1"})
+    assert swapped.joint_names[:3] == ("joint2", "joint1", "joint3")
+    with pytest.raises(ModelMismatchError, match=r"recorded joint\(s\) real_a not in the model"):
+        FitModel(path, [*ARM_JOINT_NAMES[:6], "real_a"], True)
+
+
 @pytest.mark.slow
 def test_worker_returns_failures_as_results(still_bag: Path, tmp_path: Path) -> None:
     worker = FitWorker("arm7", out_root=tmp_path)
@@ -133,10 +156,84 @@ def test_worker_returns_failures_as_results(still_bag: Path, tmp_path: Path) -> 
         while not results:
             results = worker.poll()
             if not results:
-                worker._pending[0].exception(timeout=120)  # wait for the one fit, not a wall-clock assertion
+                worker.wait(timeout_s=120)  # wait for the one fit, not a wall-clock assertion
     finally:
         worker.close()
     [result] = results
     assert result["event_id"] == "ev1"
     assert "no window with motion" in result["error"]
     assert result["names"] == []
+
+
+def test_a_crashed_fit_process_still_names_its_event() -> None:
+    worker = FitWorker("arm7")
+    try:
+        crashed: Future = Future()
+        crashed.set_exception(RuntimeError("killed"))
+        worker._pending.append((crashed, {"event_id": "ev7", "category": "contact", "snapshot": "s.mcap"}))
+        [result] = worker.poll()
+    finally:
+        worker.close()
+    assert result["event_id"] == "ev7" and result["category"] == "contact"
+    assert result["error"] == "fit process failed: killed" and result["names"] == []
+
+
+class _Node:
+    """What LiveFits uses of a node: a publisher that keeps the messages."""
+
+    def __init__(self) -> None:
+        self.published: list = []
+        self.warnings: list[str] = []
+        self.context = SimpleNamespace(ok=lambda: True)
+
+    def create_publisher(self, msg_type, topic, qos):
+        self.topic = topic
+        return SimpleNamespace(publish=self.published.append)
+
+    def get_logger(self):
+        return SimpleNamespace(warning=self.warnings.append)
+
+    def get_name(self) -> str:
+        return "monitor"
+
+
+@pytest.mark.slow
+def test_live_fits_hand_closed_events_to_another_process_and_publish(still_bag: Path, tmp_path: Path) -> None:
+    import sim_real_bridge.msg as srb_msgs  # noqa: PLC0415 - the generated messages
+    from sim_real_bridge.ros.live_fits import LiveFits  # noqa: PLC0415 - needs rclpy
+
+    node = _Node()
+    fits = LiveFits(node, "arm7", tmp_path)
+    try:
+        fits.event_closed("ev-sensor", "sensor")  # no simulator parameter: never fitted
+        fits.snapshot_written("ev-sensor", still_bag)
+        fits.event_closed("ev1", "dynamics")
+        assert fits.submitted == 0  # the snapshot is not written yet
+        fits.snapshot_written("ev1", still_bag)
+        assert fits.submitted == 1 and fits._worker.pending == 1
+        while not node.published:
+            fits._worker.wait(timeout_s=120)  # the test waits; poll() itself never does
+            fits.poll(now_ns=5_000_000_123)
+    finally:
+        fits.close()
+    assert node.topic == "/divergence/fits"
+    [msg] = node.published
+    assert isinstance(msg, srb_msgs.FitResult)
+    assert msg.event_id == "ev1" and msg.category == "dynamics" and "no window with motion" in msg.error
+    assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (5, 123)
+    assert node.warnings == [f"fit of ev1 failed: {msg.error}"]
+
+
+def test_live_fits_poll_does_not_wait_for_a_running_fit(tmp_path: Path) -> None:
+    from sim_real_bridge.ros.live_fits import LiveFits  # noqa: PLC0415 - needs rclpy
+
+    node = _Node()
+    fits = LiveFits(node, "arm7", tmp_path)
+    try:
+        running: Future = Future()  # never finishes
+        fits._worker._pending.append((running, {"event_id": "ev1", "category": "dynamics", "snapshot": ""}))
+        fits.poll(now_ns=1)
+        assert node.published == [] and fits._worker.pending == 1
+    finally:
+        fits._worker._pending.clear()
+        fits.close()

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor
+from concurrent.futures import wait as wait_futures
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -19,16 +20,20 @@ from sim_real_bridge.errors import SimRealBridgeError
 FIT_CATEGORIES = ("dynamics", "contact")
 
 
+def empty_result(event_id: str = "", category: str = "", snapshot: str = "") -> dict[str, Any]:
+    """A FitResult-shaped dict with no parameters and no error yet."""
+    return {"event_id": event_id, "category": category, "snapshot": snapshot, "error": "",
+            "names": [], "before": [], "fitted": [], "half_interval": [], "identifiable": [],
+            "joint_rms_before_rad": math.nan, "joint_rms_after_rad": math.nan, "corrected_model": "", "wall_s": 0.0}
+
+
 def fit_snapshot(snapshot: str, model: str, params: Sequence[str] | None = None, out_dir: str | None = None,
                  event_id: str = "", category: str = "") -> dict[str, Any]:
     """Fit one snapshot; return a FitResult-shaped dict (``error`` set when it could not)."""
     from sim_real_bridge.fit.command import FitRequest, fit_recordings, write_outputs  # noqa: PLC0415
     from sim_real_bridge.fit.recording import read_recordings  # noqa: PLC0415
 
-    out: dict[str, Any] = {"event_id": event_id, "category": category, "snapshot": snapshot, "error": "",
-                           "names": [], "before": [], "fitted": [], "half_interval": [], "identifiable": [],
-                           "joint_rms_before_rad": math.nan, "joint_rms_after_rad": math.nan,
-                           "corrected_model": "", "wall_s": 0.0}
+    out = empty_result(event_id, category, snapshot)
     try:
         request = FitRequest(inputs=[Path(snapshot)], model=model, params=list(params) if params else None)
         result = fit_recordings(read_recordings(request.inputs, request.side), request)
@@ -68,7 +73,7 @@ class FitWorker:
         self.refused = 0
         # spawn: the caller may hold threads (rclpy executors) that fork would copy mid-state.
         self._pool = ProcessPoolExecutor(max_workers=max_workers, mp_context=multiprocessing.get_context("spawn"))
-        self._pending: list[Future] = []
+        self._pending: list[tuple[Future, dict[str, str]]] = []  # each with its event, for a crash's result
 
     def submit(self, snapshot: Path | str, event_id: str = "", category: str = "",
                params: Sequence[str] | None = None) -> bool:
@@ -77,8 +82,9 @@ class FitWorker:
             self.refused += 1
             return False
         out_dir = str(self.out_root / _safe(event_id or Path(snapshot).stem)) if self.out_root else None
-        self._pending.append(self._pool.submit(fit_snapshot, str(snapshot), self.model,
-                                               list(params) if params else None, out_dir, event_id, category))
+        future = self._pool.submit(fit_snapshot, str(snapshot), self.model, list(params) if params else None,
+                                   out_dir, event_id, category)
+        self._pending.append((future, {"event_id": event_id, "category": category, "snapshot": str(snapshot)}))
         return True
 
     @property
@@ -88,15 +94,20 @@ class FitWorker:
 
     def poll(self) -> list[dict[str, Any]]:
         """Results of the fits finished since the last poll (never waits)."""
-        done = [f for f in self._pending if f.done()]
-        self._pending = [f for f in self._pending if not f.done()]
+        done = [(f, what) for f, what in self._pending if f.done()]
+        self._pending = [(f, what) for f, what in self._pending if not f.done()]
         results = []
-        for future in done:
+        for future, what in done:
             try:
                 results.append(future.result())
             except Exception as exc:  # noqa: BLE001 - a crashed worker process becomes an error result
-                results.append({"error": f"fit process failed: {exc}", "names": []})
+                results.append({**empty_result(**what), "error": f"fit process failed: {exc}"})
         return results
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Block until a pending fit finishes (or ``timeout_s``); for scripts and tests, not the monitor."""
+        if self._pending:
+            wait_futures([f for f, _ in self._pending], timeout=timeout_s, return_when=FIRST_COMPLETED)
 
     def close(self, wait: bool = True) -> None:
         """Stop the pool (waiting for running fits when ``wait``)."""
