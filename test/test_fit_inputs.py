@@ -16,14 +16,18 @@ from sim_real_bridge.conversions import divergence_msgs
 from sim_real_bridge.conversions.robot_msgs import joint_trajectory_from_data
 from sim_real_bridge.fit.command import FitRequest, fit_recordings
 from sim_real_bridge.fit.errors import FitError, ModelMismatchError, NoMotionError, UnknownParameterError
-from sim_real_bridge.fit.recording import read_recording
+from sim_real_bridge.fit.recording import EventSpan, Recording, read_recording
+from sim_real_bridge.fit.windows import FitWindow, default_params, event_windows
+from sim_real_bridge.fit.identify import Identification
 from sim_real_bridge.fit.model import FitModel, resolve_model
+from sim_real_bridge.fit.parameters import FitParameter
 from sim_real_bridge.fit.worker import FitWorker
 from sim_real_bridge.offline.synthetic import write_synthetic_bag
 from sim_real_bridge.sim.physics import ARM_JOINT_NAMES, ArmPhysics
 from sim_real_bridge.sim.trajectory import JointTrajectoryData, TrajectoryPoint
 
 T0_NS = 1_700_000_000_000_000_000
+NS_PER_S = 1_000_000_000
 
 
 def _still_items(duration_s: float = 2.0, commands: bool = True) -> list:
@@ -237,3 +241,36 @@ def test_live_fits_poll_does_not_wait_for_a_running_fit(tmp_path: Path) -> None:
     finally:
         fits._worker._pending.clear()
         fits.close()
+
+
+def test_events_choose_the_windows_and_the_default_parameters() -> None:
+    stamps = T0_NS + np.arange(0, 20 * NS_PER_S, 10_000_000, dtype=np.int64)
+    zeros = np.zeros((len(stamps), 1))
+    events = (EventSpan("e1", "dynamics", "gain", T0_NS + 2 * NS_PER_S, T0_NS + 9 * NS_PER_S),
+              EventSpan("e2", "sensor", "dropout", T0_NS + 10 * NS_PER_S, T0_NS + 11 * NS_PER_S),
+              EventSpan("e3", "contact", "friction", T0_NS + 12 * NS_PER_S, T0_NS + 13 * NS_PER_S))
+    rec = Recording("run.mcap", ("j",), stamps, zeros, zeros, commands=((T0_NS, None),), events=events)
+    windows, notes = event_windows(rec)
+    assert [(w.label, w.category, w.duration_s) for w in windows] == [("dynamics-e1", "dynamics", 3.0),
+                                                                      ("contact-e3", "contact", 1.0)]
+    assert notes == ["event e2 (sensor): no simulator parameter explains it"]
+    assert default_params(windows) == ["dynamics", "contact"]
+    assert default_params(windows[1:]) == ["contact"]
+    assert default_params([FitWindow("t0-3", "run.mcap", 0, 3 * NS_PER_S)]) == ["dynamics"]  # no event
+
+
+def _param(nominal: float = 2.0) -> FitParameter:
+    return FitParameter("damping:joint1", "damping", "joint1", nominal, 0.0, 50.0, lambda spec, value: None)
+
+
+@pytest.mark.parametrize(("fitted", "half", "identifiable"), [
+    (3.0, 0.1, True),      # narrow interval: the fitted value goes into the corrected model
+    (3.0, np.inf, False),  # the data cannot pin it down
+    (3.0, 1.0, False),     # wider than 20% of the value
+    (50.0, 0.1, False),    # stopped at its bound: not a value the data gave
+])
+def test_parameters_the_data_cannot_pin_down_are_reported_not_invented(fitted: float, half: float,
+                                                                       identifiable: bool) -> None:
+    result = Identification._judge(_param(), fitted, half)
+    assert result.identifiable is identifiable and result.fitted == fitted
+    assert result.applied == (fitted if identifiable else 2.0)
