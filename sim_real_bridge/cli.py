@@ -161,16 +161,10 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
 
 def _cmd_scenarios(args: argparse.Namespace) -> int:
-    try:
-        if args.scenarios_command == "generate":
-            _generate_scenarios(args)
-        else:
-            _list_scenarios()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader left (`sim-real-bridge scenarios | head`): stop quietly; point stdout
-        # at devnull so that the interpreter's final flush does not fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if args.scenarios_command == "generate":
+        _generate_scenarios(args)
+    else:
+        _list_scenarios()
     return 0
 
 
@@ -216,7 +210,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # The reader left (`sim-real-bridge scenarios | head`): stop quietly; point stdout
+        # at devnull so that the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except SimRealBridgeError as error:
         print(f"sim-real-bridge {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from helpers.foreign_bags import write_json_mcap, write_teleop_mcap
 
 from sim_real_bridge.cli import main
@@ -46,3 +49,15 @@ def test_inspect_names_json_topics_and_missing_bags(tmp_path: Path, capsys) -> N
     assert main(["inspect", str(tmp_path / "missing.mcap")]) == 2
     err = capsys.readouterr().err
     assert err.strip() == f"sim-real-bridge inspect: error: bag {tmp_path / 'missing.mcap'} does not exist"
+
+
+@pytest.mark.parametrize("argv", [["inspect"], ["inspect", "--json"]])
+def test_a_reader_that_stops_early_gets_no_traceback(argv: list[str], tmp_path: Path) -> None:
+    """`sim-real-bridge inspect BAG --json | head -c 100`: the reader closes the pipe first."""
+    bag = write_synthetic_bag(tmp_path / "bag", SyntheticRun(duration_s=0.5))
+    proc = subprocess.Popen([sys.executable, "-m", "sim_real_bridge.cli", *argv, str(bag)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err, err.decode()
+    assert proc.returncode == 0
