@@ -131,6 +131,27 @@ def test_swapped_topic_types_are_refused_naming_topic_found_and_expected(tmp_pat
                                          "expected sensor_msgs/msg/JointState")
 
 
+@pytest.mark.parametrize(("topics", "named", "found", "expected"), [
+    ({"sim_topics": {"joint_states": "/sim/wrench", "wrench": "/sim/joint_states"}}, "/sim/wrench",
+     "geometry_msgs/msg/WrenchStamped", "sensor_msgs/msg/JointState"),
+    ({"sim_topics": {"wrench": "/sim/joint_states"}}, "/sim/joint_states",
+     "sensor_msgs/msg/JointState", "geometry_msgs/msg/WrenchStamped"),
+    ({"real_topics": {"ee_pose": "/real/wrench"}}, "/real/wrench",
+     "geometry_msgs/msg/WrenchStamped", "geometry_msgs/msg/PoseStamped"),
+])
+def test_a_config_naming_topics_of_other_types_is_one_line(topics: dict[str, Any], named: str, found: str,
+                                                           expected: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's swapped topics ended in ``'WrenchColumns' object has no attribute 'names'``."""
+    bag = write_synthetic_bag(tmp_path / "bag", SyntheticRun(duration_s=1.0))
+    config = tmp_path / "swapped.yaml"
+    config.write_text(json.dumps(topics))
+    code, err = _replay(capsys, bag, "--config", config, "--out", tmp_path / "out")
+    assert code == 2
+    assert _one_line_error(err).endswith(f"topic {named} in bag(s) {bag} is {found}, expected {expected}")
+    assert not (tmp_path / "out").exists()
+
+
 def test_json_mcap_is_named_as_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bag = write_json_mcap(tmp_path / "json.mcap")
     code, err = _replay(capsys, bag, "--sim", "/joint_states", "--real", "/joint_states", "--out", tmp_path / "out")
@@ -164,6 +185,7 @@ def test_explicit_joint_map_pairs_what_names_cannot(tmp_path: Path, capsys: pyte
     assert code == 2
     line = _one_line_error(err)
     assert "nothing to analyse: no joint of the sim side (ajoint1, " in line and "600 message(s)" in line
+    assert line.endswith("(name the pairs with joint_map: {SIM_JOINT: REAL_JOINT, ...} in a --config file)")
     config = tmp_path / "map.yaml"
     pairs = dict(zip(bag.leader_names, bag.follower_names, strict=True))
     config.write_text(json.dumps({"joint_map": pairs}))
@@ -282,8 +304,11 @@ def test_a_time_a_year_later_finishes(field: str, tmp_path: Path, capsys: pytest
     assert code == 0, err
     summary = _summary(tmp_path / "out")
     assert summary["counts"]["analysis_ticks"] <= 600
-    if field == "stamp_ns":  # a stamp a year ahead of its receipt
-        assert summary["problems_by_topic"]["/follower/joint_states"] == {"future_stamp": 1}
+    # A stamp a year ahead of its receipt is refused (and not read as a year of receive
+    # lag or of samples missing); a log time a year later puts its stamp behind the rest.
+    reason = "future_stamp" if field == "stamp_ns" else "stamp_backwards"
+    assert summary["problems_by_topic"] == {"/follower/joint_states": {reason: 1}}
+    assert summary["warnings"] == [f"1 message(s) on /follower/joint_states refused or flagged: {reason}"]
 
 
 # ------------------------------------------------------------------ stack configs, each on a bag shaped like its stack

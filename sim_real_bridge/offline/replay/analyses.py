@@ -117,4 +117,5 @@ def nothing_analysable(labels: str, read: RunStreams, outcome: Any) -> BagError:
         why = "the sides' accepted messages never overlap in time"
     else:
         why = "no analysis time has finite joint positions on both sides"
-    return BagError(f"bag(s) {labels}: nothing to analyse: {why}: {'; '.join(texts)}")
+    hint = " (name the pairs with joint_map: {SIM_JOINT: REAL_JOINT, ...} in a --config file)" if why in pairing else ""
+    return BagError(f"bag(s) {labels}: nothing to analyse: {why}: {'; '.join(texts)}{hint}")

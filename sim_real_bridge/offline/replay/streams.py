@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from sim_real_bridge.core.intake import IntakeConfig, check_rows
 from sim_real_bridge.errors import BagError
 from sim_real_bridge.offline.bags import JOINT_STATE, NS_PER_S, columns_from_raw
 from sim_real_bridge.offline.bags.cdr_layout import DecodeError, LayoutGroup, decode_groups
@@ -137,7 +138,7 @@ def read_run_streams(bags: Any, config: ReplayConfig, start_ns: int | None = Non
         elif stream == "joint_states":
             parts, stamp_ns = joint_streams(raw[topic], bags.typestore, where, side)
             out.streams.extend(parts)
-            out.warnings.extend(recording_warnings(topic, stamp_ns, raw[topic].recv_ns))
+            out.warnings.extend(recording_warnings(topic, stamp_ns, raw[topic].recv_ns, config.intake))
         else:
             col = columns_from_raw(raw[topic], STREAM_TYPES[stream], bags.typestore, where)
             frames: Any = col.frame_id
@@ -145,7 +146,7 @@ def read_run_streams(bags: Any, config: ReplayConfig, start_ns: int | None = Non
             if kind in frames_needed:
                 frames = [m.header.frame_id for _, m in bags.iter_messages(topic, start_ns, stop_ns)]
             if stream == "wrench":
-                out.warnings.extend(recording_warnings(topic, col.stamp_ns, col.recv_ns))
+                out.warnings.extend(recording_warnings(topic, col.stamp_ns, col.recv_ns, config.intake))
                 out.streams.append(WrenchStream(side, col.recv_ns, col.stamp_ns, frames, col.force_n, col.torque_nm))
             else:
                 out.streams.append(PoseStream(side, stream, col.recv_ns, col.stamp_ns, frames, col.position_m,
@@ -267,13 +268,20 @@ def _drop_dead_joints(streams: list[Stream], side: str, topic: str) -> list[str]
 
 
 # --------------------------------------------------------------------------- checks and run-level topics
-def recording_warnings(topic: str, stamp_ns: np.ndarray, recv_ns: np.ndarray) -> list[str]:
+def recording_warnings(topic: str, stamp_ns: np.ndarray, recv_ns: np.ndarray,
+                       intake: IntakeConfig | None = None) -> list[str]:
     """Signs that the recorder fell behind: receive lag that swings, stamps missing.
 
     A bag whose log times lag the stamps by a varying amount, or that misses samples,
     holds another stream than the live monitor received, so replay cannot repeat it.
+    Stamps the intake refuses (zero, far in the future) are counted as refused, not
+    taken for lag or gaps: one stamp a year ahead is not a year of lag.
     """
     out: list[str] = []
+    stamp_ns, recv_ns = np.asarray(stamp_ns), np.asarray(recv_ns)
+    if intake is not None and len(stamp_ns):
+        keep = check_rows(intake, "joint_states", stamp_ns, recv_ns, np.zeros(len(stamp_ns), dtype=bool)).keep
+        stamp_ns, recv_ns = stamp_ns[keep], recv_ns[keep]
     if len(stamp_ns) < 3:
         return out
     lag_s = (np.asarray(recv_ns) - np.asarray(stamp_ns)) * 1e-9
