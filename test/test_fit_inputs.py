@@ -132,6 +132,14 @@ def test_cli_names_a_model_that_is_neither_file_nor_robot(still_bag: Path, tmp_p
     assert "model nosuchbot: no such MJCF file nor built-in robot (built-in: arm7" in capsys.readouterr().err
 
 
+def test_a_built_in_robots_own_file_is_that_robot(tmp_path: Path) -> None:
+    path, builtin = resolve_model("ur6")
+    assert builtin and resolve_model(str(path)) == (path, True)
+    copy = tmp_path / "my_ur6.xml"
+    copy.write_text(path.read_text())
+    assert resolve_model(str(copy)) == (copy, False)
+
+
 def test_model_joints_pair_with_the_recorded_ones_as_replay_pairs_them(tmp_path: Path) -> None:
     path, _ = resolve_model("arm7")
     spec = mujoco.MjSpec.from_file(str(path))

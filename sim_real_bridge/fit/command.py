@@ -21,7 +21,7 @@ import numpy as np
 from sim_real_bridge.fit.errors import FitError
 from sim_real_bridge.fit.identify import (FitSettings, ParameterResult, StagedResult, fit_staged, joint_rms_rad,
                                           wrench_rms)
-from sim_real_bridge.fit.model import FitModel, Rollout, resolve_model
+from sim_real_bridge.fit.model import FitModel, Rollout, builtin_models, resolve_model
 from sim_real_bridge.fit.parameters import apply_values, build_parameters, check_names, expand_names, history_steps
 from sim_real_bridge.fit.recording import Recording, read_recordings
 from sim_real_bridge.fit.windows import (DEFAULT_WINDOW_S, FitWindow, WindowData, check_motion, chunk_windows,
@@ -106,7 +106,7 @@ def fit_recordings(recordings: Sequence[Recording], request: FitRequest) -> dict
     before = fit_model.rollout([fit_model.spec.compile()] * len(data), data, nthread)
     after = fit_model.rollout([corrected.compile()] * len(data), data, nthread)
     out = {
-        "model": str(model_path), "robot": str(request.model) if builtin else None,
+        "model": str(model_path), "robot": _robot_name(model_path) if builtin else None,
         "inputs": [r.source for r in recordings], "requested": names, "renamed_joints": fit_model.renamed,
         "parameters": [_parameter_entry(r, r.param.name in {p.name for p in _final_params(staged)})
                        for r in staged.parameters],
@@ -120,6 +120,10 @@ def fit_recordings(recordings: Sequence[Recording], request: FitRequest) -> dict
     out["_spec"] = corrected
     out["_plots"] = list(zip(data, before, after))
     return out
+
+
+def _robot_name(model_path: Path) -> str | None:
+    return next((name for name, path in builtin_models().items() if path.resolve() == model_path.resolve()), None)
 
 
 def _final_params(staged: StagedResult) -> list:

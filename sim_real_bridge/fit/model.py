@@ -38,6 +38,8 @@ def builtin_models() -> dict[str, Path]:
 def resolve_model(model: str | Path) -> tuple[Path, bool]:
     """(MJCF path, whether it is a built-in robot) of a built-in robot name or a file.
 
+    A file is a built-in robot when it is one's own MJCF.
+
     Raises:
         FitError: neither a file nor a built-in robot.
     """
@@ -48,7 +50,8 @@ def resolve_model(model: str | Path) -> tuple[Path, bool]:
     path = Path(text)
     if not path.is_file():
         raise FitError(f"model {text}: no such MJCF file nor built-in robot (built-in: {', '.join(robots)})")
-    return path, False
+    # A built-in robot's own file is that robot: its simulator's load-time changes apply.
+    return path, path.resolve() in {p.resolve() for p in robots.values()}
 
 
 #: Geoms a built-in robot's MJCF compiles as colliding but the simulator switches off on load
