@@ -11,8 +11,11 @@ arrive (:meth:`StreamHealth.add`), and marked at once, on whole columns:
   holds one value while its joint creeps, which is its resolution, not a fault;
 - gaps: an interval between samples longer than ``dropout_periods`` expected periods,
   the period being the running median of recent stamp intervals;
-- stamp jitter: the median absolute deviation of recent stamp intervals relative to
-  the period, and stamps going backwards;
+- stamp jitter: the median absolute deviation (MAD) of recent stamp intervals above
+  ``jitter_mad_ratio`` periods or ``jitter_min_s`` (the smaller), and above
+  ``jitter_noise_factor`` times the quietest MAD the stream has shown (a driver that
+  stamps on receipt jitters by nature: that is its noise, not a fault); and stamps
+  going backwards;
 - delivery bursts: a silence of the receive clock after which the stamps continued
   (a backlog being delivered, not a lost stream).
 
@@ -54,7 +57,10 @@ class FeatureConfig:
         frozen_motion_threshold: the twin must change by more than this for a repeat to
             count as frozen.
         jitter_window: number of recent stamp intervals the jitter statistics use.
-        jitter_mad_ratio: stamp-interval MAD over period above this is jitter.
+        jitter_mad_ratio: stamp-interval MAD over period above this is jitter (or above
+            jitter_min_s, the smaller of the two).
+        jitter_min_s: stamp-interval MAD above this is jitter on a slow stream.
+        jitter_noise_factor: jitter needs a MAD this many times the stream's quietest.
         saturation_samples: identical non-zero samples of one component (others varying)
             needed for saturation.
         flag_hold_s: a flag raised by a sample stays visible this long after it.
@@ -73,6 +79,8 @@ class FeatureConfig:
     frozen_motion_threshold: float = 1e-6
     jitter_window: int = 200
     jitter_mad_ratio: float = 0.25
+    jitter_min_s: float = 0.0005
+    jitter_noise_factor: float = 3.0
     saturation_samples: int = 25
     flag_hold_s: float = 0.1
     history_s: float = 5.0
@@ -82,7 +90,7 @@ class FeatureConfig:
 
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid field."""
-        for name in ("dropout_periods", "min_period_s", "jitter_mad_ratio", "flag_hold_s", "history_s",
+        for name in ("dropout_periods", "min_period_s", "jitter_mad_ratio", "jitter_min_s", "flag_hold_s", "history_s",
                      "warmup_s", "burst_memory_s", "side_silence_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"FeatureConfig.{name} must be > 0, got {getattr(self, name)}")
@@ -124,8 +132,8 @@ class StreamFlags:
         if detector == "frozen":
             return {"identical_samples": str(int(d["identical_samples"]))}
         if detector == "stamp_jitter":
-            return {"interval_mad_over_period": f"{d['mad_ratio']:.3f}", "delay_std_s": f"{d['delay_std_s']:.4f}",
-                    "backwards_stamps": str(int(d["backwards"]))}
+            return {"interval_mad_over_period": f"{d['mad_ratio']:.3f}", "quietest_mad_s": f"{d['quietest_mad_s']:.5f}",
+                    "delay_std_s": f"{d['delay_std_s']:.4f}", "backwards_stamps": str(int(d["backwards"]))}
         return {}
 
 
@@ -190,7 +198,7 @@ class StreamHealth:
         self.newest_ns = np.zeros(0, dtype=np.int64)
         # Running statistics, as they stood at each refresh (its receive time).
         self._stats_recv = np.zeros(0, dtype=np.int64)
-        self._stats = np.zeros((0, 5))  # period_s, mad_s, backwards, count, delay_std_s
+        self._stats = np.zeros((0, 6))  # period_s, mad_s, backwards, count, delay_std_s, quietest_mad_s
         self._marks: dict[str, tuple[np.ndarray, np.ndarray]] = {
             kind: (np.zeros(0, dtype=np.int64), np.zeros(0)) for kind in ("nonfinite", "frozen", "saturation")}
         self._gaps = np.zeros((0, 3), dtype=np.int64)  # start_ns, end_ns, end_recv_ns
@@ -277,9 +285,13 @@ class StreamHealth:
             backwards = _per_window(intervals, n_int, size, lambda rows: np.sum(rows <= 0, axis=1))
             delay_std = _per_window(delays, n_del, size, lambda rows: np.std(rows, axis=1))
             period = np.maximum(period, cfg.min_period_s)
+            count = np.minimum(n_int, size)
+            judged = np.where(count >= cfg.jitter_window // 4, mad, np.inf)
+            quietest = np.minimum.accumulate(np.concatenate(([self._stats[-1, 5] if len(self._stats) else np.inf],
+                                                             judged)))[1:]
             self._stats_recv = np.concatenate((self._stats_recv, recv_ns[ends]))
             self._stats = np.concatenate((self._stats, np.column_stack(
-                (period, mad, backwards, np.minimum(n_int, size), delay_std))))
+                (period, mad, backwards, count, delay_std, quietest))))
         self._intervals = intervals[-cfg.jitter_window:]
         self._positive = positive[-cfg.period_window:]
         self._delays = delays[-cfg.jitter_window:]
@@ -351,10 +363,10 @@ class StreamHealth:
             if self.recv_ns.size else np.full(len(now_ns), np.iinfo(np.int64).min)
 
     def stats_at(self, now_ns: np.ndarray) -> np.ndarray:
-        """(K, 5) period_s, mad_s, backwards, count, delay_std_s as they stood at each now
-        (NaN rows before the first refresh)."""
+        """(K, 6) period_s, mad_s, backwards, count, delay_std_s, quietest_mad_s as they
+        stood at each now (NaN rows before the first refresh)."""
         i = np.searchsorted(self._stats_recv, now_ns, side="right") - 1
-        out = np.full((len(now_ns), 5), np.nan)
+        out = np.full((len(now_ns), 6), np.nan)
         ok = i >= 0
         out[ok] = self._stats[i[ok]]
         return out
@@ -421,16 +433,18 @@ class StreamHealth:
 
     def _jitter(self, decision_ns: np.ndarray, out: StreamFlags) -> None:
         cfg = self.config
-        period, mad, backwards, count, delay_std = self.stats_at(decision_ns).T
+        period, mad, backwards, count, delay_std, quietest = self.stats_at(decision_ns).T
+        limit = np.maximum(np.minimum(cfg.jitter_mad_ratio * period, cfg.jitter_min_s),
+                           cfg.jitter_noise_factor * np.nan_to_num(quietest, posinf=0.0))
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio = mad / period
             backwards_share = backwards / count
-        active = (count >= cfg.jitter_window // 4) & ((ratio > cfg.jitter_mad_ratio) | (backwards_share > 0.05))
+        active = (count >= cfg.jitter_window // 4) & ((mad > limit) | (backwards_share > 0.05))
         out.active["stamp_jitter"] = active
-        severity = np.clip(np.maximum(ratio / (4 * cfg.jitter_mad_ratio), backwards_share), 0, 1)
+        severity = np.clip(np.maximum(mad / (4 * limit), backwards_share), 0, 1)
         out.severity["stamp_jitter"] = np.where(active, severity, 0.0)
         out.detail.update(mad_ratio=np.nan_to_num(ratio), delay_std_s=np.nan_to_num(delay_std),
-                          backwards=np.nan_to_num(backwards))
+                          backwards=np.nan_to_num(backwards), quietest_mad_s=np.nan_to_num(quietest, posinf=0.0))
 
     def _dropout(self, t_ns: np.ndarray, decision_ns: np.ndarray, period_s: np.ndarray,
                  twin: StreamHealth | None, siblings: Sequence[StreamHealth], out: StreamFlags) -> None:
