@@ -38,6 +38,13 @@ def test_dynamics_latency_and_gain() -> None:
     assert active(feats(joint_residual_rad=0.03, effort_residual=0.2, fit=fit)) == {"dynamics": "gain"}
 
 
+def test_joints_lagging_by_different_delays_are_a_gain_not_a_latency() -> None:
+    common = DelayFit(delay_s=0.05, gain=1.0, explained=0.95, joint_delay_share=0.01)
+    assert active(feats(joint_residual_rad=0.03, effort_residual=0.2, fit=common)) == {"dynamics": "actuation_latency"}
+    apart = DelayFit(delay_s=0.05, gain=1.0, explained=0.95, joint_delay_share=0.6)
+    assert active(feats(joint_residual_rad=0.03, effort_residual=0.2, fit=apart)) == {"dynamics": "gain"}
+
+
 def test_dynamics_needs_the_fit_to_explain_and_free_space() -> None:
     fit = DelayFit(delay_s=0.06, gain=1.0, explained=0.2)
     assert active(feats(joint_residual_rad=0.03, fit=fit)) == {}

@@ -54,6 +54,22 @@ def test_real_delayed_by_60_ms_fits_a_delay_of_60_ms() -> None:
         assert fit.fit_rms_rad < 0.05 * fit.residual_rms_rad
 
 
+def test_a_delay_common_to_every_joint_leaves_nothing_to_joint_delays() -> None:
+    rng = np.random.default_rng(3)
+    sim, real = _pair(lambda t: _q(t - 0.040) + rng.normal(0, 2e-4, (len(t), 3)))
+    fit = fit_windows(_ends(3.0), sim, real, JOINTS, CONFIG)[0]
+    assert fit is not None and fit.delay_s == pytest.approx(0.04)
+    assert fit.joint_delay_share < 0.05
+
+
+def test_joints_lagging_by_their_own_delays_are_explained_by_joint_delays() -> None:
+    # a softer loop lags each joint by its own time constant, here 0, 30 and 90 ms
+    lags_s = np.array([0.0, 0.03, 0.09])
+    sim, real = _pair(lambda t: np.column_stack([_q(t - lag)[:, j] for j, lag in enumerate(lags_s)]))
+    fit = fit_windows(_ends(3.0), sim, real, JOINTS, CONFIG)[0]
+    assert fit is not None and fit.joint_delay_share > 0.9
+
+
 def test_a_softer_response_fits_its_gain() -> None:
     sim, real = _pair(lambda t: 0.8 * _q(t))
     fit = fit_windows(_ends(3.0), sim, real, JOINTS, CONFIG)[0]

@@ -38,9 +38,11 @@ Evidence is a dict of short key-value strings.
 What the streams cannot tell apart (tuned against the MuJoCo stand-in; see
 bench/attribution_eval.py):
 
-- kind, not category: a softer position loop (``gain``) lags like a delay, so it is
-  often labelled ``actuation_latency``; a hand ``hold`` that does not stop the arm (a 3 kN/m hand
-  against a stiffer position loop) is labelled ``push``.
+- kind, not category: a softer position loop (``gain``) lags like a delay; it is told
+  from a latency by the joints' delays disagreeing (``gain_joint_delay_share``), so a
+  gain change on one moving joint alone can be labelled ``actuation_latency``; a hand
+  ``hold`` that does not stop the arm (a 3 kN/m hand against a stiffer position loop) is
+  labelled ``push``.
 - an obstacle that touches only links (never the tool, so the wrist sensor feels
   nothing) is a stiff external load exactly like a push on a link: it is reported as
   ``human``. An obstacle touching the tool is ``unauthored``; the brief link contact
@@ -92,6 +94,9 @@ class AttributionConfig:
             must explain for dynamics.
         dynamics_max_delay_s: largest plausible actuation delay of the fit.
         dynamics_max_gain_dev: largest plausible |gain - 1| of the fit.
+        gain_joint_delay_share: when delays fitted joint by joint explain this share of
+            what the common delay leaves, the joints lag each by its own time constant:
+            a changed position-loop gain, not a latency (which delays every joint alike).
         effort_residual_nm: smoothed effort residual (L-inf) that counts as an external
             or unmodelled load.
         contact_force_n: absolute part of the force-residual threshold in contact.
@@ -155,6 +160,7 @@ class AttributionConfig:
     dynamics_min_explained: float = 0.6
     dynamics_max_delay_s: float = 0.25
     dynamics_max_gain_dev: float = 0.6
+    gain_joint_delay_share: float = 0.25
     effort_residual_nm: float = 4.0
     contact_force_n: float = 2.0
     contact_force_rel: float = 0.05
@@ -444,9 +450,10 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
     elif s >= cfg.active_score and w.felt and _actuation_in_contact(f, cfg):
         # a contact model changes the force on a position-held arm, its joints hardly move
         fit = f.fit
-        scores.put("dynamics", s, _actuation_kind(fit), {
+        scores.put("dynamics", s, _actuation_kind(fit, cfg), {
             "in_contact": "true", "joint_residual_rad": f"{f.joint_residual_rad:.4f}",
             "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}", "fit_explained": f"{fit.explained:.2f}",
+            "fit_joint_delay_share": f"{fit.joint_delay_share:.3f}",
             "force_residual_n": f"{f.force_residual_n:.2f}"})
     elif s >= cfg.active_score and w.felt and f.contact_carry:
         scores.put(f.contact_carry, s, f.last_kind.get(f.contact_carry, ""),
@@ -465,9 +472,12 @@ def _actuation_in_contact(f: TickFeatures, cfg: AttributionConfig) -> bool:
             and f.fit.explained >= cfg.dynamics_min_explained)
 
 
-def _actuation_kind(fit: DelayFit) -> str:
-    """A delay with the gain kept is a latency; otherwise a changed gain."""
-    return "actuation_latency" if fit.delay_s >= 0.02 and abs(fit.gain - 1) < 0.2 else "gain"
+def _actuation_kind(fit: DelayFit, cfg: AttributionConfig) -> str:
+    """A delay common to every moving joint, with the gain kept, is a latency; joints
+    lagging by different delays (each its own loop's time constant) or a changed gain
+    are a changed position-loop gain."""
+    common = fit.joint_delay_share < cfg.gain_joint_delay_share
+    return "actuation_latency" if fit.delay_s >= 0.02 and abs(fit.gain - 1) < 0.2 and common else "gain"
 
 
 def _contact_kind(f: TickFeatures, cfg: AttributionConfig, w: _Wrist) -> str:
@@ -506,10 +516,11 @@ def _dynamics_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _
         return
     residual = f.joint_residual_rad
     if residual > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained:
-        kind = "joint_friction" if f.effort_residual >= cfg.effort_residual_nm else _actuation_kind(fit)
+        kind = "joint_friction" if f.effort_residual >= cfg.effort_residual_nm else _actuation_kind(fit, cfg)
         scores.put("dynamics", _ramp(residual, cfg.dynamics_residual_rad), kind, {
             **_common_evidence(f, w.ext_n), "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}",
-            "fit_explained": f"{fit.explained:.2f}", "stiffness_nm_per_rad": f"{w.stiffness:.0f}"})
+            "fit_explained": f"{fit.explained:.2f}", "fit_joint_delay_share": f"{fit.joint_delay_share:.3f}",
+            "stiffness_nm_per_rad": f"{w.stiffness:.0f}"})
     elif residual > cfg.unexplained_residual_rad and f.unexplained_s >= cfg.unexplained_min_s:
         scores.put("unauthored", _ramp(residual, cfg.unexplained_residual_rad), "unexplained",
                    {**_common_evidence(f, w.ext_n), "fit_explained": f"{fit.explained:.2f}"})

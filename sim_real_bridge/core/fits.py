@@ -34,6 +34,10 @@ class DelayFit:
     fit_rms_rad: float = 0.0
     #: the sim moved enough over the window for delay and gain to be identifiable
     identifiable: bool = False
+    #: share of what the common delay leaves unexplained that delays fitted joint by
+    #: joint explain: a latency delays every joint alike (near 0), a softer position
+    #: loop lags each joint by its own time constant
+    joint_delay_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,8 @@ def _fit(real: np.ndarray, sim: np.ndarray, ok: np.ndarray, cfg: FitConfig) -> l
         explained = np.nan_to_num(np.maximum(1.0 - total[rows, best] / sst, 0.0))
     residual_rms, fit_rms = np.sqrt(sst / size), np.sqrt(total[rows, best] / size)
     delay_s, gain = cfg.delays_ns[best] * 1e-9, 1.0 + slope[rows, best, worst]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        own_delays = np.nan_to_num(np.maximum(1.0 - sse.min(axis=1).sum(axis=1) / total[rows, best], 0.0))
     out: list[DelayFit | None] = []
     for f in range(len(best)):
         if not covered[f]:
@@ -130,5 +136,6 @@ def _fit(real: np.ndarray, sim: np.ndarray, ok: np.ndarray, cfg: FitConfig) -> l
             out.append(DelayFit(0.0, 1.0, float(explained[f]), float(residual_rms[f]), float(fit_rms[f]), False))
         else:
             out.append(DelayFit(float(delay_s[f]), float(gain[f]), float(explained[f]), float(residual_rms[f]),
-                                float(fit_rms[f]), True))
+                                float(fit_rms[f]), True, float(own_delays[f])))
     return out
+
