@@ -282,3 +282,17 @@ def test_parameters_the_data_cannot_pin_down_are_reported_not_invented(fitted: f
     result = Identification._judge(_param(), fitted, half)
     assert result.identifiable is identifiable and result.fitted == fitted
     assert result.applied == (fitted if identifiable else 2.0)
+
+
+def test_the_wrench_is_compared_as_its_moving_average_and_the_joints_as_they_are() -> None:
+    from sim_real_bridge.fit.identify import FitSettings, _Columns  # noqa: PLC0415
+
+    columns = _Columns(SimpleNamespace(joint_names=("j",), has_wrench=True, object_body=""), FitSettings())
+    t = np.arange(200) * 0.002
+    values = np.zeros((200, columns.width))
+    values[:, 0] = np.sin(t)
+    values[:, 1] = 5.0 + 8.0 * (-1.0) ** np.arange(200)  # stick-slip chatter around 5 N
+    values[:, 1:7][:3] = np.nan  # before the first wrench sample
+    out = columns._average_wrench(t, values)
+    assert np.array_equal(out[:, 0], values[:, 0])
+    assert np.all(np.isnan(out[:3, 1])) and np.allclose(out[20:-20, 1], 5.0, atol=0.4)
