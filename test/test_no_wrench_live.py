@@ -6,6 +6,7 @@ leader and a follower arm's joint states alone.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -45,7 +46,12 @@ def test_monitor_with_empty_wrench_topics_analyses_the_joints(ros_context, tmp_p
         assert {"divergence_monitor: /sim/joint_states", "divergence_monitor: /real/joint_states"} <= names
         assert not any("wrench" in name for name in names)
         summary = harness.monitor.finish()
-        assert summary.is_file()
+        ran = {entry["analysis"]: entry for entry in json.loads(summary.read_text())["analyses"]}
+        assert ran["joint residuals"]["ran"] and ran["joint residuals"]["detail"].startswith(f"{len(JOINTS)} joint(s)")
+        contact = ran["contact residuals"]
+        assert not contact["ran"] and "no wrench topic on either side" in contact["detail"], contact
+        assert not ran["end-effector pose"]["ran"]  # subscribed, nothing played on it
+        assert "nothing received on" in ran["end-effector pose"]["detail"]
     finally:
         harness.close()
 

@@ -63,6 +63,7 @@ from sim_real_bridge.core import validation
 from sim_real_bridge.core.engine import DivergenceEngine
 from sim_real_bridge.core.stream_status import StreamStatus
 from sim_real_bridge.errors import SnapshotError
+from sim_real_bridge.evaluation.analyses import live_analyses
 from sim_real_bridge.ros.diagnostics import ERROR, OK, STALE, WARN, DiagnosticsPublisher, make_status
 from sim_real_bridge.ros.filters import message_filters
 from sim_real_bridge.ros.input_thread import InputThread, take_queued
@@ -437,6 +438,8 @@ class DivergenceMonitor(Node):
             topic: dict(status.refused) for topic, status in self._status.items() if status.refused
         }
         summary["snapshot_error"] = self._recording.error
+        summary["analyses"] = live_analyses(self._topic_of, lambda topic: self._status[topic].count,
+                                            len(self._engine.joint_names or ()))
         summary["timing"]["clock_jumps"] = self.clock_jumps
         summary["load"]["behind_mode_s"] = round(self._lag.behind_total_ns(now_ns) * 1e-9, 3)
         summary["load"]["inputs_taken_after_stalls"] = self._lag.drained

@@ -12,22 +12,11 @@ from typing import Any
 import numpy as np
 
 from sim_real_bridge.errors import BagError
+from sim_real_bridge.evaluation.analyses import PAIRED
+from sim_real_bridge.evaluation.analyses import entry as _entry
 from sim_real_bridge.offline.replay.streams import RunStreams
 from sim_real_bridge.offline.replay_config import SIDES, ReplayConfig
 from sim_real_bridge.offline.replay_engine import JointStream
-
-#: Paired analyses: (name, stream, what the stream is called, what is lost without it).
-PAIRED = (
-    ("contact residuals", "wrench", "wrench",
-     "contact, obstacle and F/T-bias events need forces on both sides"),
-    ("end-effector pose", "ee_pose", "ee_pose", "no tool position error"),
-    ("object pose", "object_pose", "object_pose", "no object slip events"),
-)
-
-
-def _entry(name: str, ran: bool, detail: str) -> dict[str, Any]:
-    return {"analysis": name, "ran": ran, "detail": detail}
-
 
 def _absent(read: RunStreams, side: str, stream: str) -> str:
     why = read.absent.get((side, stream), "")
