@@ -286,6 +286,9 @@ def test_a_stray_message_two_hours_later_is_a_segment_not_two_hours_of_ticks(
     first, second = summary["segments"]
     assert first["end_s"] < 10.0 and second["start_s"] > 7000.0
     assert summary["duration_s"] > 7000
+    # the pause of the log is no samples missing, and the run line says what was analysed
+    assert not [w for w in summary["warnings"] if "samples missing" in w], summary["warnings"]
+    assert re.search(r"ok, \d+ events, \d+\.\d s of data in 2 segments over 72\d\d\.\d s", err), err
 
 
 @pytest.mark.timeout(30)

@@ -101,7 +101,7 @@ class Progress:
         self.done += 1
         if result.ok:
             events = len(result.summary["events"]) if result.summary else 0
-            line = f"replay [{self.done}/{self.total}] {result.name}: ok, {events} events, {result.data_s:.1f} s of data"
+            line = f"replay [{self.done}/{self.total}] {result.name}: ok, {events} events, {_data_text(result)}"
         else:
             line = f"replay [{self.done}/{self.total}] {result.name}: FAILED: {result.error}"
         bar = self._bar()
@@ -300,3 +300,12 @@ def _replay_one(runs: list[RunSpec], discovery_failures: list[RunResult], config
         progress.finished(result)
     print(f"replay: 1 run ok; output in {out_dir}", file=progress.stream)
     return 0
+
+
+def _data_text(result: RunResult) -> str:
+    """How much recording the run analysed: its segments when gaps in the log split it."""
+    segments = (result.summary or {}).get("segments", [])
+    if len(segments) < 2:
+        return f"{result.data_s:.1f} s of data"
+    analysed_s = sum(segment["end_s"] - segment["start_s"] for segment in segments)
+    return f"{analysed_s:.1f} s of data in {len(segments)} segments over {result.data_s:.1f} s"

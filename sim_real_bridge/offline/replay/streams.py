@@ -16,6 +16,7 @@ side's other joints are analysed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import is_
@@ -23,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from sim_real_bridge.core.config import EngineConfig
 from sim_real_bridge.core.intake import IntakeConfig, check_rows
 from sim_real_bridge.errors import BagError
 from sim_real_bridge.offline.bags import JOINT_STATE, NS_PER_S, columns_from_raw
@@ -124,6 +126,7 @@ def read_run_streams(bags: Any, config: ReplayConfig, start_ns: int | None = Non
     bags.check_types({topic: topics[topic].msgtype for topic in extra_topics})
     raw = bags.read_raw([*out.wanted.values(), *extra_topics], start_ns, stop_ns)
     frames_needed = {k for k, v in config.intake.expected_frames.items() if v}
+    gap_s = float(config.engine.get("segment_gap_s", EngineConfig.segment_gap_s))
     for (side, stream), topic in list(out.wanted.items()):
         where = f"topic {topic} in bag(s) {', '.join(topics[topic].bags)}"
         if not len(raw[topic]):
@@ -138,7 +141,7 @@ def read_run_streams(bags: Any, config: ReplayConfig, start_ns: int | None = Non
         elif stream == "joint_states":
             parts, stamp_ns = joint_streams(raw[topic], bags.typestore, where, side)
             out.streams.extend(parts)
-            out.warnings.extend(recording_warnings(topic, stamp_ns, raw[topic].recv_ns, config.intake))
+            out.warnings.extend(recording_warnings(topic, stamp_ns, raw[topic].recv_ns, config.intake, gap_s))
         else:
             col = columns_from_raw(raw[topic], STREAM_TYPES[stream], bags.typestore, where)
             frames: Any = col.frame_id
@@ -146,7 +149,7 @@ def read_run_streams(bags: Any, config: ReplayConfig, start_ns: int | None = Non
             if kind in frames_needed:
                 frames = [m.header.frame_id for _, m in bags.iter_messages(topic, start_ns, stop_ns)]
             if stream == "wrench":
-                out.warnings.extend(recording_warnings(topic, col.stamp_ns, col.recv_ns, config.intake))
+                out.warnings.extend(recording_warnings(topic, col.stamp_ns, col.recv_ns, config.intake, gap_s))
                 out.streams.append(WrenchStream(side, col.recv_ns, col.stamp_ns, frames, col.force_n, col.torque_nm))
             else:
                 out.streams.append(PoseStream(side, stream, col.recv_ns, col.stamp_ns, frames, col.position_m,
@@ -269,7 +272,7 @@ def _drop_dead_joints(streams: list[Stream], side: str, topic: str) -> list[str]
 
 # --------------------------------------------------------------------------- checks and run-level topics
 def recording_warnings(topic: str, stamp_ns: np.ndarray, recv_ns: np.ndarray,
-                       intake: IntakeConfig | None = None) -> list[str]:
+                       intake: IntakeConfig | None = None, segment_gap_s: float = math.inf) -> list[str]:
     """Signs that the recorder fell behind: receive lag that swings, stamps missing.
 
     A bag whose log times lag the stamps by a varying amount, or that misses samples,
@@ -290,7 +293,8 @@ def recording_warnings(topic: str, stamp_ns: np.ndarray, recv_ns: np.ndarray,
         out.append(f"{topic}: receive lag varies by {spread:.3f} s (p99 above min): the recorder fell behind")
     stamps = np.asarray(stamp_ns)
     steps = np.diff(stamps if np.all(stamps[1:] >= stamps[:-1]) else np.sort(stamps))
-    steps = steps[steps > 0]
+    # a gap long enough to split the run into segments is no missing samples: the log paused
+    steps = steps[(steps > 0) & (steps < segment_gap_s * 1e9)]
     if steps.size:
         period = float(np.median(steps))
         missing = int(np.sum(np.maximum(0, np.round(steps / period) - 1)))
