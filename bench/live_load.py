@@ -314,6 +314,7 @@ def _run_phases(duration_s: float, rate_hz: float, monitor_params: list[str] | N
     rclpy.init()
     node = rclpy.create_node("live_load_watch")
     outputs: list[tuple[int, int]] = []  # (stamp, arrival) of each /divergence/joints
+    sources: list[int] = []  # when the monitor published each (DDS source stamp, system clock)
     statuses: dict[str, dict[str, str]] = {}
     watching = threading.Event()
 
@@ -323,6 +324,7 @@ def _run_phases(duration_s: float, rate_hz: float, monitor_params: list[str] | N
         if watching.is_set():
             outputs.append((msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec,
                             int(info["received_timestamp"])))
+            sources.append(int(info["source_timestamp"]))
 
     floors_s: list[float] = []  # every transport floor the monitor reported while watched
 
@@ -418,6 +420,8 @@ def _run_phases(duration_s: float, rate_hz: float, monitor_params: list[str] | N
         "joint_outputs_total": len(outputs),
         "max_silence_s": _max_silence_s([a for _, a in outputs], monitor_run["window_ns"]),
         "silences_over_half_s": _silences([a for _, a in outputs], monitor_run["window_ns"], 0.5),
+        # The same from when the monitor published (a silence here is the monitor's, not the transport's).
+        "max_silence_at_publication_s": _max_silence_s(sources, monitor_run["window_ns"]),
         "published": published,
         "monitor_accepted_per_topic": per_topic,
         "bare_received": sum(bare_counts.values()),
@@ -456,7 +460,9 @@ def _load_figures(outputs: list[tuple[int, int]], lag_reports: list[tuple[int, i
     listed as dropped in that span (its gaps carry their grid times on the same clock).
     """
     figures: dict = {"max_lag_s": monitor_load.get("max_lag_s"), "behind_share": monitor_load.get("behind_share"),
-                     "gaps_dropped": monitor_load.get("dropped_grid_times"), "monitor_gaps": monitor_load.get("gaps")}
+                     "gaps_dropped": monitor_load.get("dropped_grid_times"), "monitor_gaps": monitor_load.get("gaps"),
+                     "monitor_load": {k: monitor_load.get(k) for k in (
+                         "behind_mode_s", "inputs_taken_after_stalls", "inputs_skipped_behind", "drains_cut_short")}}
     if len(outputs) < 2:
         return {**figures, "lag_reported": None, "gaps_reported": None}
     stamps = [t for t, _ in outputs]
@@ -486,8 +492,21 @@ def _load_figures(outputs: list[tuple[int, int]], lag_reports: list[tuple[int, i
         "gaps_observed": int(observed_gaps),
         "gaps_reported": missing == (dropped & expected),
         "gaps_missing_not_dropped": len(missing - dropped), "gaps_dropped_but_output": len(dropped & set(unique)),
+        # [first, last] grid time (s from the first output) of each run of grid times missing but not dropped.
+        "missing_not_dropped_at_s": _runs_s(sorted(missing - dropped), grid_ns, unique[0])[:20],
     })
     return figures
+
+
+def _runs_s(times_ns: list[int], grid_ns: int, origin_ns: int) -> list[list[float]]:
+    """[first, last] (s from origin_ns) of each run of consecutive grid times in times_ns (sorted)."""
+    runs: list[list[int]] = []
+    for t in times_ns:
+        if runs and t - runs[-1][1] == grid_ns:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    return [[round((a - origin_ns) * 1e-9, 2), round((b - origin_ns) * 1e-9, 2)] for a, b in runs]
 
 
 def _silences(arrivals_ns: list[int], window_ns: tuple[int, int], longer_s: float) -> list[list[float]]:

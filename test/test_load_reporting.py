@@ -24,6 +24,12 @@ def test_a_run_behind_with_a_gap_and_a_slow_robot_is_degraded_with_each_reason()
     assert result["slow_nodes"] == {"sim_robot: simulation": 0.72}
 
 
+def test_a_run_behind_many_times_says_how_many_spans_are_not_listed() -> None:
+    episodes = [{"start_s": float(k), "end_s": k + 0.5, "max_lag_s": 0.8} for k in range(8)]
+    lag, = degradation({**KEPT_UP, "max_lag_s": 0.8, "behind_episodes": episodes}, {})["reasons"]
+    assert "4.0 to 4.5 s and 3 more" in lag and "5.0 to 5.5 s" not in lag
+
+
 def test_a_run_that_kept_up_is_not_degraded() -> None:
     assert degradation(KEPT_UP, {"sim_robot: simulation": 1.0}) == {"degraded": False, "reasons": [], "slow_nodes": {}}
 

@@ -154,3 +154,15 @@ def test_a_short_stall_is_caught_up_and_warned_without_a_gap(run: StarvedRun) ->
     assert t and t[-1] - t[0] >= 1_400_000_000
     holes = [(round((a - stall_ns) * 1e-9, 2), (b - a) // GRID_NS - 1) for a, b in zip(t, t[1:]) if b - a != GRID_NS]
     assert not holes, f"holes in /divergence/joints (s from the stall, grid times): {holes}"
+
+
+def test_behind_the_steps_period_apart_are_no_stall() -> None:
+    from sim_real_bridge.ros.monitor_lag import LagLimits, LagState
+
+    state = LagState(LagLimits(warn_ns=500_000_000, error_ns=2_000_000_000, behind_period_ns=200_000_000,
+                               away_ns=100_000_000))
+    state.away(0)
+    assert state.away(150_000_000), "keeping up, 150 ms without a tick is a stall"
+    state.behind = True
+    assert not state.away(400_000_000), "behind, a step 250 ms after the last is on schedule"
+    assert state.away(750_000_000), "behind, 350 ms without a tick is a stall"

@@ -35,6 +35,12 @@ SHUTDOWN_TIMEOUT_S = 30.0
 REALTIME_FACTOR_MIN = 0.9
 
 
+def _spans(spans: list[dict[str, Any]], shown: int = 5) -> str:
+    """The first ``shown`` spans as 'a to b s', saying how many more there were."""
+    text = ", ".join(f"{e['start_s']:.1f} to {e['end_s']:.1f} s" for e in spans[:shown])
+    return text + (f" and {len(spans) - shown} more" if len(spans) > shown else "")
+
+
 def degradation(load: dict[str, Any], realtime_factor_by_node: dict[str, float]) -> dict[str, Any]:
     """When and how a run was degraded: the monitor's lag and gaps, slow robots.
 
@@ -43,11 +49,11 @@ def degradation(load: dict[str, Any], realtime_factor_by_node: dict[str, float])
     """
     reasons = []
     if load.get("max_lag_s", 0.0) > 0.5:
-        spans = ", ".join(f"{e['start_s']:.1f} to {e['end_s']:.1f} s" for e in load.get("behind_episodes", [])[:5])
+        spans = _spans(load.get("behind_episodes", []))
         reasons.append(f"the monitor fell up to {load['max_lag_s']:.2f} s behind, {load.get('behind_s', 0.0):.1f} s "
                        f"({load.get('behind_share', 0.0):.0%}) of the run" + (f" (at {spans})" if spans else ""))
     if load.get("dropped_grid_times"):
-        gaps = ", ".join(f"{g['start_s']:.1f} to {g['end_s']:.1f} s" for g in load.get("gaps", [])[:5])
+        gaps = _spans(load.get("gaps", []))
         reasons.append(f"{load.get('dropped_s', 0.0):.2f} s of backlog dropped unanalysed in "
                        f"{len(load.get('gaps', []))} gap(s) ({gaps})")
     slow = {name: rtf for name, rtf in realtime_factor_by_node.items() if rtf < REALTIME_FACTOR_MIN}

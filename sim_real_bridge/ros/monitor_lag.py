@@ -54,8 +54,12 @@ class LagState:
         self._behind_ns = 0
 
     def away(self, now_ns: int) -> bool:
-        """Whether the node went without a tick for away_ns (starved); notes this tick."""
-        away = self._last_tick_ns is not None and now_ns - self._last_tick_ns > self.limits.away_ns
+        """Whether the node went without a tick for away_ns (starved); notes this tick.
+
+        Behind, steps are behind_period apart by design: only a tick later than that by
+        away_ns is a stall (else every step drained first, silent for up to the drain's box)."""
+        limit_ns = self.limits.away_ns + (self.limits.behind_period_ns if self.behind else 0)
+        away = self._last_tick_ns is not None and now_ns - self._last_tick_ns > limit_ns
         self._last_tick_ns = now_ns
         return away
 
