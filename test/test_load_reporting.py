@@ -41,3 +41,36 @@ def test_the_report_marks_a_degraded_run_and_only_that() -> None:
     assert "not representative" in render_report(degraded)
     assert "not representative" not in render_report(RunReportData(name="r", duration_s=20.0, joint_names=["a"],
                                                                    load=KEPT_UP))
+
+
+def test_the_report_gives_each_robots_realtime_factor_and_a_slow_one_alone_degrades() -> None:
+    speeds = {**KEPT_UP, "degraded": True, "realtime_factor_by_side": {"sim": 0.62, "real": 1.0},
+              "slow_sides": {"sim": 0.62}}
+    line = RunReportData(name="r", duration_s=20.0, joint_names=["a"], load=speeds).degradation()
+    assert line is not None and "realtime factor sim 0.62, real 1.00 (slower than real time)" in line
+    assert "behind" not in line  # it kept up: only the slow robot is said
+    line = RunReportData(name="r", duration_s=20.0, joint_names=["a"],
+                         load={**LOAD, "realtime_factor_by_side": {"sim": 1.0, "real": 1.0}}).degradation()
+    assert "3.20 s behind" in line and "realtime factor sim 1.00, real 1.00" in line
+
+
+def test_replay_reads_each_sides_realtime_factor_from_its_stamps_over_log_time() -> None:
+    import numpy as np
+
+    from sim_real_bridge.offline.replay.job import _with_robot_speeds
+    from sim_real_bridge.offline.replay_engine import JointStream
+
+    def stream(side: str, stamp_step_ns: int) -> JointStream:
+        recv = 10**18 + 2_000_000 * np.arange(500, dtype=np.int64)  # 1 s of log time
+        stamp = 10**18 + stamp_step_ns * np.arange(500, dtype=np.int64)
+        empty = np.zeros((500, 1))
+        return JointStream(side, recv, stamp, ("j",), empty, empty, empty)
+
+    class Read:
+        streams = [stream("sim", 1_000_000), stream("real", 2_000_000)]  # the sim at half speed
+
+    load = _with_robot_speeds(KEPT_UP, Read())
+    assert load["realtime_factor_by_side"] == {"sim": 0.5, "real": 1.0}
+    assert load["slow_sides"] == {"sim": 0.5} and load["degraded"] is True
+    Read.streams = [stream("sim", 2_000_000), stream("real", 2_000_000)]
+    assert _with_robot_speeds(KEPT_UP, Read())["degraded"] is False

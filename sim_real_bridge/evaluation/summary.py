@@ -14,6 +14,9 @@ from typing import Any
 
 from sim_real_bridge.evaluation.scoring import score_events
 
+#: A simulated robot running slower than this share of real time degrades a run.
+REALTIME_FACTOR_MIN = 0.9
+
 #: Keys of the monitor/engine run summary copied into the summary JSON as they are.
 COPIED_KEYS: tuple[tuple[str, Any], ...] = (
     ("timing", {}),

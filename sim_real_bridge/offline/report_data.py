@@ -309,12 +309,19 @@ class RunReportData:
         load = self.load or {}
         if not load.get("degraded"):
             return None
-        parts = [f"the live monitor fell up to {load.get('max_lag_s', 0.0):.2f} s behind "
-                 f"({load.get('behind_share', 0.0):.0%} of the run"
-                 + "".join(f"; {e['start_s']:.1f} to {e['end_s']:.1f} s" for e in load.get("behind_episodes", [])[:5]) + ")"]
+        parts = []
+        if load.get("behind_share") or load.get("max_lag_s", 0.0) > 0.5:
+            parts.append(f"the live monitor fell up to {load.get('max_lag_s', 0.0):.2f} s behind "
+                         f"({load.get('behind_share', 0.0):.0%} of the run"
+                         + "".join(f"; {e['start_s']:.1f} to {e['end_s']:.1f} s"
+                                   for e in load.get("behind_episodes", [])[:5]) + ")")
         if load.get("dropped_grid_times"):
             parts.append(f"{load.get('dropped_s', 0.0):.2f} s dropped unanalysed in {len(load.get('gaps', []))} gap(s)"
                          + "".join(f"; {g['start_s']:.1f} to {g['end_s']:.1f} s" for g in load.get("gaps", [])[:5]))
+        speeds = load.get("realtime_factor_by_side", {})
+        if speeds:
+            parts.append("robots' realtime factor " + ", ".join(f"{side} {f:.2f}" for side, f in speeds.items())
+                         + (" (slower than real time)" if load.get("slow_sides") else ""))
         return "Degraded run: " + ", ".join(parts) + ". The scores are not representative of the analysis."
 
     def __post_init__(self) -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sim_real_bridge.evaluation.summary import TruthCollector, build_summary
+from sim_real_bridge.evaluation.summary import REALTIME_FACTOR_MIN, TruthCollector, build_summary
 from sim_real_bridge.errors import SimRealBridgeError
 
 if TYPE_CHECKING:  # imported when the demo runs: the CLI starts without them
@@ -31,9 +31,6 @@ MONITOR_SUMMARY_NAME = "monitor_summary.json"
 STARTUP_TIMEOUT_S = 60.0
 #: How long the monitor may take to write its run summary after SIGINT.
 SHUTDOWN_TIMEOUT_S = 30.0
-#: A simulated robot slower than this share of real time makes the run degraded.
-REALTIME_FACTOR_MIN = 0.9
-
 
 def _spans(spans: list[dict[str, Any]], shown: int = 5) -> str:
     """The first ``shown`` spans as 'a to b s', saying how many more there were."""

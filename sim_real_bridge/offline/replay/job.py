@@ -24,11 +24,13 @@ from typing import Any
 import numpy as np
 
 from sim_real_bridge.errors import SimRealBridgeError
+from sim_real_bridge.evaluation.summary import REALTIME_FACTOR_MIN
 from sim_real_bridge.offline.divergence_mcap import write_divergence_mcap
 from sim_real_bridge.offline.replay.analyses import analyses, nothing_analysable
 from sim_real_bridge.offline.replay.runs import RunResult, RunSpec, read_labels
 from sim_real_bridge.offline.replay.streams import _read_ticks, _read_truth, read_run_streams
 from sim_real_bridge.offline.replay_config import ReplayConfig
+from sim_real_bridge.offline.replay_engine import JointStream
 
 SUMMARY_NAME = "summary.json"
 MCAP_NAME = "divergence.mcap"
@@ -129,7 +131,8 @@ def _analyse(run: RunSpec, config: ReplayConfig, started: float, on_progress: Ca
     if truth_collector is not None:
         extra["injections_without_effect"] = truth_collector.without_effect(duration_s)
     extra.update({"problems_by_topic": outcome.problems, "warnings": warnings, **({"labels": labels} if labels else {}),
-                  "load": run_summary.get("load", {})})
+                  "load": _with_robot_speeds(run_summary.get("load", {}), read)})
+    run_summary["load"] = extra["load"]
     summary = build_summary(run_summary, scenario=scenario or run.name, duration_s=duration_s, truth=truth,
                             extra=extra)
     cpu_s = time.process_time() - started
@@ -282,3 +285,22 @@ def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: 
 
 __all__ = ["MCAP_NAME", "OUTPUT_NAMES", "REPORT_NAME", "SUMMARY_NAME", "batch_collection", "remove_outputs",
            "replay_run", "write_json"]
+
+
+
+def _with_robot_speeds(load: Mapping[str, Any], read: Any) -> dict[str, Any]:
+    """The load block with each side's realtime factor as its recording shows it (stamp
+    time over log time of its joint_states: a simulated robot stamps with its own clock,
+    so one that fell behind real time advances its stamps more slowly); a side slower
+    than REALTIME_FACTOR_MIN marks the run degraded."""
+    factors = {}
+    for side in ("sim", "real"):
+        parts = [s for s in read.streams if isinstance(s, JointStream) and s.side == side and len(s.recv_ns) > 1]
+        stamp_ns = np.concatenate([s.stamp_ns for s in parts]) if parts else np.zeros(0)
+        recv_ns = np.concatenate([s.recv_ns for s in parts]) if parts else np.zeros(0)
+        ok = stamp_ns > 0
+        if ok.sum() > 1 and np.ptp(recv_ns[ok]) > 0:
+            factors[side] = round(float(np.ptp(stamp_ns[ok]) / np.ptp(recv_ns[ok])), 3)
+    slow = {side: f for side, f in factors.items() if f < REALTIME_FACTOR_MIN}
+    return {**load, "realtime_factor_by_side": factors, "slow_sides": slow,
+            "degraded": bool(load.get("degraded")) or bool(slow)}
