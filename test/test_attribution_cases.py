@@ -6,8 +6,7 @@ Each case is the scenario of a development seed of ``sim-real-bridge scenarios g
 suite stays quick. The classes here are ones the attribution got wrong and now gets
 right: a change of table stiffness during a wipe (found late, kind ``contact``), the end
 of an actuation-latency injection (a spurious human push), a frozen wrench stream that
-recovers (followed by an unauthored joint_stall), a softer box under a push (the same
-mean force, ringing otherwise: missed), and the contact phases of a wipe read as
+recovers (followed by an unauthored joint_stall), and the contact phases of a wipe read as
 contact after a gain change was already found, and a gain change during a wipe's contact
 read as contact.
 
@@ -49,7 +48,6 @@ class Case:
 
 CASES = [
     Case("table stiffness during a wipe", 564, 16.0, "contact", "stiffness", ()),
-    Case("a softer box under a push (its force rings otherwise)", 23, 25.0, "contact", "stiffness", ("dynamics",)),
     Case("end of an actuation latency", 291, 20.0, "dynamics", "actuation_latency", ("human", "unauthored")),
     Case("frozen wrench that recovers", 320, 28.0, "sensor", "frozen", ("unauthored",)),
 ]

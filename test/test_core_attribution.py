@@ -127,23 +127,6 @@ def test_contact_residual_felt_by_the_joints() -> None:
     assert active(f) == {}
 
 
-def test_the_same_contact_force_ringing_otherwise_is_the_surfaces_stiffness() -> None:
-    # a softer surface under a push: the mean force agrees, its ringing does not, and
-    # the joints hardly feel the difference
-    ringing = dict(sim_contact_recent=True, sim_contact=True, sim_force_n=4.0, force_residual_n=0.4,
-                   external_force_n=np.array([0.3, 0.2, 0.1]), effort_residual=0.3, force_ringing_n=0.8)
-    assert active(feats(**ringing)) == {"contact": "stiffness"}
-    assert active(feats(**{**ringing, "force_ringing_n": 0.3})) == {}
-    # a wrist sensor that rings by 0.4 N on its own raises the bar to 3 x 0.4 N
-    assert active(feats(**{**ringing, "force_noise_n": 0.4})) == {}
-    # ringing with the mean force off too: the mean says which part of the contact
-    off = {**ringing, "force_residual_n": 12.0, "external_force_n": np.array([0.0, -12.0, 3.0]),
-           "effort_residual": 6.7, "real_tool_object_m": 0.04}
-    assert active(feats(**off)) == {"contact": "object_mass"}
-    # in free space ringing means nothing to the contact rules
-    assert active(feats(**{**ringing, "sim_contact_recent": False, "sim_contact": False})) == {}
-
-
 def test_obstacle_pushes_the_tool_off_its_path() -> None:
     f = feats(sim_contact_recent=True, sim_force_n=30.0, force_residual_n=35.0,
               external_force_n=np.array([0.0, -16.0, 33.0]), effort_residual=27.0,

@@ -132,17 +132,6 @@ def test_window_mean_averages_the_samples_in_start_exclusive_end_inclusive() -> 
     assert np.isnan(window_mean(None, start, end, 2)).all()
 
 
-def test_window_mean_of_squares_gives_the_spread() -> None:
-    times = _times(20)
-    values = np.column_stack((np.arange(20.0), np.full(20, 3.0)))
-    buffer = _buffer(times, values)
-    start, end = np.array([times[2]]), np.array([times[6]])
-    squares = window_mean(buffer, start, end, 2, power=2)
-    np.testing.assert_allclose(squares[0], [(9 + 16 + 25 + 36) / 4, 9.0])
-    mean = window_mean(buffer, start, end, 2)
-    np.testing.assert_allclose(squares[0] - mean[0] ** 2, [np.var([3.0, 4, 5, 6]), 0.0], atol=1e-12)
-
-
 def test_moved_tells_which_columns_changed_within_the_window() -> None:
     times = _times(30)
     values = np.zeros((30, 3))

@@ -46,7 +46,7 @@ def _grid(k: int, **columns: Any) -> Grid:
         wrench_valid=np.ones(k, dtype=bool), sim_world_force_n=np.zeros((k, 3)), real_world_force_n=np.zeros((k, 3)),
         frame_world=np.ones(k, dtype=bool), sim_ee=nan7, real_ee=nan7.copy(), sim_object=nan7.copy(),
         real_object=nan7.copy(), sim_tip_velocity_m_s=np.zeros((k, 3)), real_tip_velocity_m_s=np.zeros((k, 3)),
-        sim_object_speed_m_s=np.full(k, np.nan), sim_force_std_n=np.zeros(k), real_force_std_n=np.zeros(k))
+        sim_object_speed_m_s=np.full(k, np.nan))
     fields.update(columns)
     return Grid(**fields)
 
@@ -112,23 +112,6 @@ def test_smoothed_residuals_converge_to_the_worst_joint_and_force_norm() -> None
     assert out["force_residual_n"][-1] == pytest.approx(5.0)
     np.testing.assert_allclose(out["external_force_n"][-1], [3.0, 4.0, 0.0])
     assert out["torque_residual_nm"][-1] == 0.0
-
-
-def test_ringing_is_the_smoothed_difference_of_how_much_the_forces_vary() -> None:
-    k = 100
-    grid = _grid(k, sim_force_std_n=np.full(k, 3.4), real_force_std_n=np.full(k, 2.6))
-    assert smooth(grid, Smoothed(), 0.2)["force_ringing_n"][-1] == pytest.approx(0.8)
-    grid.wrench_valid[:] = False
-    assert smooth(grid, Smoothed(), 0.2)["force_ringing_n"][-1] == 0.0
-
-
-def test_the_force_noise_is_how_much_the_real_force_varies_while_the_sims_is_steady() -> None:
-    k = 200
-    sim_std = np.where(np.arange(k) < 100, 0.0, 3.0)  # contact rings from row 100
-    real_std = np.where(np.arange(k) < 100, 0.3, 3.0)
-    out = noise_levels(_grid(k, sim_force_std_n=sim_std, real_force_std_n=real_std), NoiseState(), 0.05)
-    assert out["force_noise_n"][99] == pytest.approx(0.3)
-    assert out["force_noise_n"][-1] == pytest.approx(0.3)  # the contact's ringing is no sensor noise
 
 
 # ------------------------------------------------------------------ noise

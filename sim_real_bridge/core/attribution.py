@@ -10,9 +10,7 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    at that tick; of a pose stream, that pose is left out (no obstacle or slip from it).
 2. contact: the sim is (or just was) in contact and the real-minus-sim force residual,
    relative to ``contact_force_n`` plus ``contact_force_rel`` of the sim force, is large,
-   or the force rings otherwise over the wrench window (``contact_ringing_n``, at least
-   ``noise_factor`` times how much the real force varies while the sim's is steady: a
-   softer surface under the same mean force), and the joints stay near their sim twins (a joint residual beyond
+   and the joints stay near their sim twins (a joint residual beyond
    ``contact_actuation_rad`` that the delay/gain fit explains is dynamics: the arm's
    actuation changed, which changes how hard it presses);
    unless a free-space cause (dynamics, human) was active as the contact began: the
@@ -104,9 +102,6 @@ class AttributionConfig:
         contact_force_n: absolute part of the force-residual threshold in contact.
         contact_force_rel: relative part (times the sim force norm).
         contact_torque_nm: torque residual threshold in contact.
-        contact_ringing_n: in contact, the force varying by this much more or less on
-            the real side than on the sim's (over the wrench window) is a contact gap of
-            stiffness, felt or not: a sensor artefact offsets a force, it does not ring.
         contact_recent_s: the sim counts as in contact this long after its contact ends.
         contact_carry_s: a dynamics or human cause active this recently when the sim's
             contact begins, after an active run of at least ``contact_carry_min_s``, is
@@ -170,7 +165,6 @@ class AttributionConfig:
     contact_force_n: float = 2.0
     contact_force_rel: float = 0.05
     contact_torque_nm: float = 0.6
-    contact_ringing_n: float = 0.5
     contact_recent_s: float = 0.3
     contact_carry_s: float = 0.5
     contact_carry_min_s: float = 0.2
@@ -240,10 +234,6 @@ class TickFeatures:
     joint_noise_rad: float = 0.0  # noise of the noisiest joint's residual
     effort_noise: float = 0.0
     force_residual_n: float = 0.0
-    #: how differently the force varies on the two sides over the wrench window (a
-    #: stiffer or softer surface rings otherwise), smoothed
-    force_ringing_n: float = 0.0
-    force_noise_n: float = 0.0  # how much the real force varies while the sim's is steady
     torque_residual_nm: float = 0.0
     sim_force_n: float = 0.0
     external_force_n: Sequence[float] = (0.0, 0.0, 0.0)
@@ -446,21 +436,18 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
 def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
     """2. contact: modelled contact, force residual beyond what the model predicts."""
     thr = cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n
-    s_ring = _ramp(f.force_ringing_n, above_noise(cfg, cfg.contact_ringing_n, f.force_noise_n))
-    s_mean = max(_ramp(f.force_residual_n, thr), _ramp(f.torque_residual_nm, cfg.contact_torque_nm))
-    s = max(s_mean, s_ring)
-    felt = w.felt or s_ring >= cfg.active_score
+    s = max(_ramp(f.force_residual_n, thr), _ramp(f.torque_residual_nm, cfg.contact_torque_nm))
     slip_recent = (f.last_kind.get("unauthored") == "object_slip"
                    and f.since_active_s.get("unauthored", math.inf) <= cfg.object_slip_linger_s)
     at_object = f.real_tool_object_m < cfg.object_touch_m or f.sim_tool_object_m < cfg.object_touch_m
     slipped_away = at_object and f.object_free_drift_m >= cfg.object_drift_m
-    if s >= cfg.active_score and felt and (slip_recent or slipped_away):
+    if s >= cfg.active_score and w.felt and (slip_recent or slipped_away):
         # the object is not where the sim has it (it slipped): contact differs as a
         # result; after the slip has stopped this is no new gap, so it is not reported
         scores.put("unauthored", s if slip_recent else 0.0, "object_slip",
                    {"object_free_drift_m": f"{f.object_free_drift_m:.3f}",
                     "force_residual_n": f"{f.force_residual_n:.2f}"})
-    elif s >= cfg.active_score and felt and _actuation_in_contact(f, cfg):
+    elif s >= cfg.active_score and w.felt and _actuation_in_contact(f, cfg):
         # a contact model changes the force on a position-held arm, its joints hardly move
         fit = f.fit
         scores.put("dynamics", s, _actuation_kind(fit, cfg), {
@@ -468,16 +455,13 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
             "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}", "fit_explained": f"{fit.explained:.2f}",
             "fit_joint_delay_share": f"{fit.joint_delay_share:.3f}",
             "force_residual_n": f"{f.force_residual_n:.2f}"})
-    elif s >= cfg.active_score and felt and f.contact_carry:
+    elif s >= cfg.active_score and w.felt and f.contact_carry:
         scores.put(f.contact_carry, s, f.last_kind.get(f.contact_carry, ""),
                    {"carried_into_contact": "true", "force_residual_n": f"{f.force_residual_n:.2f}",
                     "effort_residual": f"{f.effort_residual:.2f}"})
-    elif felt or s < cfg.active_score:
-        # the same mean force ringing otherwise: the surface's stiffness
-        kind = "stiffness" if s_mean < cfg.active_score <= s_ring else _contact_kind(f, cfg, w)
-        scores.put("contact", s, kind, {
-            "force_residual_n": f"{f.force_residual_n:.2f}", "force_ringing_n": f"{f.force_ringing_n:.2f}",
-            "sim_force_n": f"{f.sim_force_n:.2f}",
+    elif w.felt or s < cfg.active_score:
+        scores.put("contact", s, _contact_kind(f, cfg, w), {
+            "force_residual_n": f"{f.force_residual_n:.2f}", "sim_force_n": f"{f.sim_force_n:.2f}",
             "torque_residual_nm": f"{f.torque_residual_nm:.3f}", "effort_residual": f"{f.effort_residual:.2f}"})
 
 

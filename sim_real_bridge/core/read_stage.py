@@ -75,8 +75,7 @@ class Grid:
 
     Joint arrays are (K, J) in the :class:`JointMap` order; NaN where unknown.
     Wrench arrays are window means; ``*_world_force_n`` are rotated to the world frame
-    by the end effector's orientation (``frame_world`` False: both left in the sensor frame);
-    ``*_force_std_n`` how much the force varied over the same window (a contact rings).
+    by the end effector's orientation (``frame_world`` False: both left in the sensor frame).
     """
 
     t_ns: np.ndarray
@@ -101,8 +100,6 @@ class Grid:
     sim_tip_velocity_m_s: np.ndarray
     real_tip_velocity_m_s: np.ndarray
     sim_object_speed_m_s: np.ndarray
-    sim_force_std_n: np.ndarray
-    real_force_std_n: np.ndarray
     flags: dict[str, StreamFlags] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -167,10 +164,10 @@ def sample(buffer: StreamBuffer | None, t_ns: np.ndarray, max_gap_ns: int, width
 
 
 def window_mean(buffer: StreamBuffer | None, start_ns: np.ndarray, end_ns: np.ndarray, width: int,
-                decision_ns: np.ndarray | None = None, power: int = 1) -> np.ndarray:
-    """(K, width) mean of the samples (raised to ``power``) with start < time <= end
-    (received by the decision, when given); NaN rows when there are none or one of them
-    is not finite. Windows in increasing order."""
+                decision_ns: np.ndarray | None = None) -> np.ndarray:
+    """(K, width) mean of the samples with start < time <= end (received by the decision,
+    when given); NaN rows when there are none or one of them is not finite. Windows in
+    increasing order."""
     out = np.full((len(end_ns), width), np.nan)
     if buffer is None or not len(buffer) or not len(end_ns):
         return out
@@ -180,9 +177,7 @@ def window_mean(buffer: StreamBuffer | None, start_ns: np.ndarray, end_ns: np.nd
         hi = np.minimum(hi, buffer.received_count(decision_ns))
         lo = np.minimum(lo, hi)
     first = int(lo.min())  # the windows' rows lie in [lo[0], max(hi)): sums over those only
-    values = buffer.values[first:max(first, int(hi.max())), :width]
-    if power != 1:
-        values = values ** power
+    values = buffer.values[first:max(first, int(hi.max()))]
     bad = ~np.isfinite(values)
     sums = np.concatenate((np.zeros((1, width)), np.cumsum(np.where(bad, 0.0, values), axis=0)))
     bad_counts = np.concatenate(([0], np.cumsum(bad.any(axis=1))))
@@ -262,14 +257,12 @@ def read_grid(t_ns: np.ndarray, decision_ns: np.ndarray, sides: dict[str, SideSt
         past_ee = sample(streams.ee_pose, t_ns - cfg.tip_window_ns, cfg.max_gap_ns, 3, decision_ns)
         tip = (ee[:, :3] - past_ee) / (cfg.tip_window_ns * 1e-9)
         wrench = window_mean(streams.wrench, t_ns - cfg.wrench_window_ns, t_ns, 6, decision_ns)
-        force_sq = window_mean(streams.wrench, t_ns - cfg.wrench_window_ns, t_ns, 3, decision_ns, power=2)
-        force_std = np.sqrt(np.maximum(force_sq - wrench[:, :3] ** 2, 0.0).sum(axis=1))
         if streams.wrench is not None:
             # A wrench stream that had not reached t by the decision, and held nothing recent, is unknown.
             wrench[np.isnan(sample(streams.wrench, t_ns, cfg.max_gap_ns, 1, decision_ns)[:, 0])] = np.nan
         per_side[side].update(wrench=wrench, ee=ee, object=sample(streams.object_pose, t_ns, cfg.max_gap_ns, 7,
                                                                  decision_ns),
-                              tip=np.where(np.isfinite(tip).all(axis=1)[:, None], tip, 0.0), force_std=force_std)
+                              tip=np.where(np.isfinite(tip).all(axis=1)[:, None], tip, 0.0))
     sim, real = per_side["sim"], per_side["real"]
     past_object = sample(sides["sim"].object_pose, t_ns - cfg.object_window_ns, cfg.max_gap_ns, 3, decision_ns)
     with np.errstate(invalid="ignore"):
@@ -285,7 +278,6 @@ def read_grid(t_ns: np.ndarray, decision_ns: np.ndarray, sides: dict[str, SideSt
         sim_world_force_n=sim_force, real_world_force_n=real_force, frame_world=frame_world,
         sim_ee=sim["ee"], real_ee=real["ee"], sim_object=sim["object"], real_object=real["object"],
         sim_tip_velocity_m_s=sim["tip"], real_tip_velocity_m_s=real["tip"], sim_object_speed_m_s=sim_object_speed,
-        sim_force_std_n=sim["force_std"], real_force_std_n=real["force_std"],
     )
 
 

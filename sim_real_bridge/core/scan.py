@@ -40,8 +40,6 @@ from sim_real_bridge.core.read_stage import Grid
 
 #: Fitted delays kept for the latency estimate (the newest).
 LATENCY_DELAYS_KEPT = 2000
-#: The sim's force varying less than this over the wrench window is steady (free space).
-STEADY_FORCE_STD_N = 0.1
 #: For white Gaussian noise of deviation sigma, E|x_k - x_(k-1)| = 2 sigma / sqrt(pi).
 MEAN_ABS_DIFF_TO_SIGMA = math.sqrt(math.pi) / 2
 
@@ -74,7 +72,6 @@ class Smoothed:
     effort_sq: np.ndarray | None = None  # (J,)
     force_n: np.ndarray | None = None  # (3,) world-frame force residual
     torque_nm: np.ndarray | None = None  # (3,)
-    force_ringing_n: np.ndarray | None = None  # (1,)
 
 
 @dataclass
@@ -84,7 +81,6 @@ class NoiseState:
     last_row: dict[str, np.ndarray] = field(default_factory=dict)  # (J,) the batch's last residuals
     mean_abs_diff: dict[str, np.ndarray] = field(default_factory=dict)  # (J,) smoothed |row-to-row change|
     rows_seen: dict[str, int] = field(default_factory=dict)  # rows in that smoothing so far
-    force_std_n: np.ndarray | None = None  # (1,) the real force's variation while the sim's is steady
 
 
 @dataclass
@@ -166,16 +162,12 @@ def smooth(grid: Grid, state: Smoothed, alpha: float) -> dict[str, np.ndarray]:
     effort_sq, state.effort_sq = ema(np.where(np.isfinite(effort), effort * effort, 0.0), valid, alpha, state.effort_sq)
     force, state.force_n = ema(grid.force_res_n, grid.wrench_valid, alpha, state.force_n)
     torque, state.torque_nm = ema(grid.torque_res_nm, grid.wrench_valid, alpha, state.torque_nm)
-    ringing = np.abs(grid.real_force_std_n - grid.sim_force_std_n)[:, None]
-    ringing, state.force_ringing_n = ema(ringing, grid.wrench_valid & np.isfinite(ringing[:, 0]), alpha,
-                                         state.force_ringing_n)
     width = q_sq.shape[1] > 0
     return {
         "joint_residual_rad": np.sqrt(q_sq.max(axis=1)) if width else np.zeros(len(grid)),
         "effort_residual": np.sqrt(effort_sq.max(axis=1)) if width else np.zeros(len(grid)),
         "force_residual_n": np.linalg.norm(force, axis=1),
         "torque_residual_nm": np.linalg.norm(torque, axis=1),
-        "force_ringing_n": ringing[:, 0],
         "external_force_n": force,
     }
 
@@ -206,11 +198,6 @@ def noise_levels(grid: Grid, state: NoiseState, alpha: float) -> dict[str, np.nd
         if len(values):
             state.last_row[name] = values[-1]
         out[name] = MEAN_ABS_DIFF_TO_SIGMA * unbiased.max(axis=1) if width else np.zeros(len(grid))
-    # The wrist sensor's noise: how much the real force varies while the sim's holds steady.
-    with np.errstate(invalid="ignore"):
-        steady = grid.wrench_valid & (grid.sim_force_std_n <= STEADY_FORCE_STD_N) & np.isfinite(grid.real_force_std_n)
-    force_noise, state.force_std_n = ema(grid.real_force_std_n[:, None], steady, alpha, state.force_std_n)
-    out["force_noise_n"] = force_noise[:, 0]
     return out
 
 
@@ -394,7 +381,6 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         t_ns=t, joints_valid=valid, joint_residual_rad=row["joint_residual_rad"],
         effort_residual=row["effort_residual"], joint_noise_rad=row["joint_noise_rad"],
         effort_noise=row["effort_noise"], force_residual_n=row["force_residual_n"],
-        force_ringing_n=row["force_ringing_n"], force_noise_n=row["force_noise_n"],
         torque_residual_nm=row["torque_residual_nm"], sim_force_n=sim_force_n,
         external_force_n=row["external_force_n"], wrench_valid=row["wrench_valid"],
         sim_contact=state.sim_contact, sim_contact_recent=recent, real_contact=state.real_contact,
