@@ -3,6 +3,8 @@ not representative, with when and how (lag, gaps, slow robots)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from sim_real_bridge.offline.report import render_report
 from sim_real_bridge.offline.report_data import RunReportData
 from sim_real_bridge.ros.demo_session import degradation
@@ -66,11 +68,9 @@ def test_replay_reads_each_sides_realtime_factor_from_its_stamps_over_log_time()
         empty = np.zeros((500, 1))
         return JointStream(side, recv, stamp, ("j",), empty, empty, empty)
 
-    class Read:
-        streams = [stream("sim", 1_000_000), stream("real", 2_000_000)]  # the sim at half speed
-
-    load = _with_robot_speeds(KEPT_UP, Read())
+    half_speed_sim = SimpleNamespace(streams=[stream("sim", 1_000_000), stream("real", 2_000_000)])
+    load = _with_robot_speeds(KEPT_UP, half_speed_sim)
     assert load["realtime_factor_by_side"] == {"sim": 0.5, "real": 1.0}
     assert load["slow_sides"] == {"sim": 0.5} and load["degraded"] is True
-    Read.streams = [stream("sim", 2_000_000), stream("real", 2_000_000)]
-    assert _with_robot_speeds(KEPT_UP, Read())["degraded"] is False
+    both_real_time = SimpleNamespace(streams=[stream("sim", 2_000_000), stream("real", 2_000_000)])
+    assert _with_robot_speeds(KEPT_UP, both_real_time)["degraded"] is False

@@ -124,7 +124,7 @@ def _fit(real: np.ndarray, sim: np.ndarray, ok: np.ndarray, cfg: FitConfig) -> l
     residual_rms, fit_rms = np.sqrt(sst / size), np.sqrt(total[rows, best] / size)
     delay_s, gain = cfg.delays_ns[best] * 1e-9, 1.0 + slope[rows, best, worst]
     with np.errstate(divide="ignore", invalid="ignore"):
-        own_delays = np.nan_to_num(np.maximum(1.0 - sse.min(axis=1).sum(axis=1) / total[rows, best], 0.0))
+        joint_delay_share = np.nan_to_num(np.maximum(1.0 - sse.min(axis=1).sum(axis=1) / total[rows, best], 0.0))
     out: list[DelayFit | None] = []
     for f in range(len(best)):
         if not covered[f]:
@@ -136,6 +136,5 @@ def _fit(real: np.ndarray, sim: np.ndarray, ok: np.ndarray, cfg: FitConfig) -> l
             out.append(DelayFit(0.0, 1.0, float(explained[f]), float(residual_rms[f]), float(fit_rms[f]), False))
         else:
             out.append(DelayFit(float(delay_s[f]), float(gain[f]), float(explained[f]), float(residual_rms[f]),
-                                float(fit_rms[f]), True, float(own_delays[f])))
+                                float(fit_rms[f]), True, float(joint_delay_share[f])))
     return out
-

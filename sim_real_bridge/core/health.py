@@ -434,8 +434,9 @@ class StreamHealth:
     def _jitter(self, decision_ns: np.ndarray, out: StreamFlags) -> None:
         cfg = self.config
         period, mad, backwards, count, delay_std, quietest = self.stats_at(decision_ns).T
+        quietest = np.nan_to_num(quietest, posinf=0.0)  # none judged yet: no noise known
         limit = np.maximum(np.minimum(cfg.jitter_mad_ratio * period, cfg.jitter_min_s),
-                           cfg.jitter_noise_factor * np.nan_to_num(quietest, posinf=0.0))
+                           cfg.jitter_noise_factor * quietest)
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio = mad / period
             backwards_share = backwards / count
@@ -444,7 +445,7 @@ class StreamHealth:
         severity = np.clip(np.maximum(mad / (4 * limit), backwards_share), 0, 1)
         out.severity["stamp_jitter"] = np.where(active, severity, 0.0)
         out.detail.update(mad_ratio=np.nan_to_num(ratio), delay_std_s=np.nan_to_num(delay_std),
-                          backwards=np.nan_to_num(backwards), quietest_mad_s=np.nan_to_num(quietest, posinf=0.0))
+                          backwards=np.nan_to_num(backwards), quietest_mad_s=quietest)
 
     def _dropout(self, t_ns: np.ndarray, decision_ns: np.ndarray, period_s: np.ndarray,
                  twin: StreamHealth | None, siblings: Sequence[StreamHealth], out: StreamFlags) -> None:

@@ -32,6 +32,7 @@ STARTUP_TIMEOUT_S = 60.0
 #: How long the monitor may take to write its run summary after SIGINT.
 SHUTDOWN_TIMEOUT_S = 30.0
 
+
 def _spans(spans: list[dict[str, Any]], shown: int = 5) -> str:
     """The first ``shown`` spans as 'a to b s', saying how many more there were."""
     text = ", ".join(f"{e['start_s']:.1f} to {e['end_s']:.1f} s" for e in spans[:shown])

@@ -28,7 +28,7 @@ from sim_real_bridge.evaluation.summary import REALTIME_FACTOR_MIN
 from sim_real_bridge.offline.divergence_mcap import write_divergence_mcap
 from sim_real_bridge.offline.replay.analyses import analyses, nothing_analysable
 from sim_real_bridge.offline.replay.runs import RunResult, RunSpec, read_labels
-from sim_real_bridge.offline.replay.streams import _read_ticks, _read_truth, read_run_streams
+from sim_real_bridge.offline.replay.streams import RunStreams, _read_ticks, _read_truth, read_run_streams
 from sim_real_bridge.offline.replay_config import ReplayConfig
 from sim_real_bridge.offline.replay_engine import JointStream
 
@@ -283,12 +283,7 @@ def _report_data(name: str, summary: dict[str, Any], outcome: Any, run_summary: 
     )
 
 
-__all__ = ["MCAP_NAME", "OUTPUT_NAMES", "REPORT_NAME", "SUMMARY_NAME", "batch_collection", "remove_outputs",
-           "replay_run", "write_json"]
-
-
-
-def _with_robot_speeds(load: Mapping[str, Any], read: Any) -> dict[str, Any]:
+def _with_robot_speeds(load: Mapping[str, Any], read: RunStreams) -> dict[str, Any]:
     """The load block with each side's realtime factor as its recording shows it (stamp
     time over log time of its joint_states: a simulated robot stamps with its own clock,
     so one that fell behind real time advances its stamps more slowly); a side slower
@@ -304,3 +299,7 @@ def _with_robot_speeds(load: Mapping[str, Any], read: Any) -> dict[str, Any]:
     slow = {side: f for side, f in factors.items() if f < REALTIME_FACTOR_MIN}
     return {**load, "realtime_factor_by_side": factors, "slow_sides": slow,
             "degraded": bool(load.get("degraded")) or bool(slow)}
+
+
+__all__ = ["MCAP_NAME", "OUTPUT_NAMES", "REPORT_NAME", "SUMMARY_NAME", "batch_collection", "remove_outputs",
+           "replay_run", "write_json"]

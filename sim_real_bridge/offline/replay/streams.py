@@ -287,12 +287,11 @@ def recording_warnings(topic: str, stamp_ns: np.ndarray, recv_ns: np.ndarray,
         stamp_ns, recv_ns = stamp_ns[keep], recv_ns[keep]
     if len(stamp_ns) < 3:
         return out
-    lag_s = (np.asarray(recv_ns) - np.asarray(stamp_ns)) * 1e-9
+    lag_s = (recv_ns - stamp_ns) * 1e-9
     spread = float(np.percentile(lag_s, 99) - lag_s.min())
     if spread > LAG_WARNING_S:
         out.append(f"{topic}: receive lag varies by {spread:.3f} s (p99 above min): the recorder fell behind")
-    stamps = np.asarray(stamp_ns)
-    steps = np.diff(stamps if np.all(stamps[1:] >= stamps[:-1]) else np.sort(stamps))
+    steps = np.diff(stamp_ns if np.all(stamp_ns[1:] >= stamp_ns[:-1]) else np.sort(stamp_ns))
     # a gap long enough to split the run into segments is no missing samples: the log paused
     steps = steps[(steps > 0) & (steps < segment_gap_s * 1e9)]
     if steps.size:
