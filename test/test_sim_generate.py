@@ -83,6 +83,11 @@ def test_kinds_fit_the_task_and_the_sensors(scenarios):
         for inj in scenario.injections:
             if inj.kind in ("friction", "stiffness", "object_mass"):
                 assert any(inj.start_s < b and a < inj.end_s for a, b in contact), (scenario.name, inj)
+            if inj.kind in ("stiffness", "object_mass"):
+                # only where it changes the force: pressing into the table, pushing the object
+                phase = "wipe" if inj.kind == "stiffness" else "push"
+                assert any(p.name == phase and p.start_s < inj.end_s and inj.start_s < p.end_s
+                           for p in program.phases), (scenario.name, inj)
             if not scenario.sensors.wrench:
                 assert inj.kind != "ft_bias_drift" and inj.params.get("stream") != "wrench"
 
