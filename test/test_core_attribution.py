@@ -82,6 +82,16 @@ def test_a_payload_sagging_the_moving_tool_is_no_obstacle() -> None:
     assert active(f) == {"unauthored": "obstacle"}
 
 
+def test_without_a_wrist_sensor_a_load_sagging_the_tool_is_payload() -> None:
+    load = dict(joint_residual_rad=0.01, effort_residual=12.0, wrench_valid=False,
+                external_force_n=np.full(3, np.nan))
+    assert active(feats(**load, ee_offset_m=np.array([0.001, -0.0005, -0.003]))) == {"dynamics": "payload"}
+    # the tool pushed sideways (and a little down) is a person
+    assert active(feats(**load, ee_offset_m=np.array([0.003, 0.001, -0.0015]))) == {"human": "push"}
+    # no pose to tell: a person, as before
+    assert active(feats(**load)) == {"human": "push"}
+
+
 def test_unfelt_wrist_force_is_sensor_bias() -> None:
     f = feats(effort_residual=0.2, external_force_n=np.array([0.0, 0.0, 3.0]))
     assert active(f) == {"sensor": "ft_bias_drift"}

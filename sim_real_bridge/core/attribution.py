@@ -122,6 +122,10 @@ class AttributionConfig:
             also the least vertical force that makes a felt load a payload.
         payload_vertical_cos: a felt free-space load whose wrist force is this vertical
             (world frame) is a payload.
+        payload_sag_cos: without a wrist force, a felt free-space load that displaces the
+            tool this straight down (cos to -z of real minus sim tool position) is a
+            payload: a weight sags the tool mostly down, a person moves it mostly along
+            the push.
         obstacle_ee_error_m: tool position error that, with a felt wrist force, is an
             obstacle.
         obstacle_vertical_ee_error_m: the same for a vertical felt force (``payload_vertical_cos``):
@@ -175,6 +179,7 @@ class AttributionConfig:
     external_stiffness_nm_per_rad: float = 400.0
     ft_unfelt_force_n: float = 0.8
     payload_vertical_cos: float = 0.9
+    payload_sag_cos: float = 0.7
     obstacle_ee_error_m: float = 0.012
     obstacle_vertical_ee_error_m: float = 0.036
     blocked_speed_ratio: float = 0.3
@@ -244,6 +249,8 @@ class TickFeatures:
     sim_tip_velocity_m_s: np.ndarray = field(default_factory=lambda: np.zeros(3))
     real_tip_velocity_m_s: np.ndarray = field(default_factory=lambda: np.zeros(3))
     ee_error_m: float = float("nan")
+    #: real minus sim tool position (m, world), NaN while the ee pose is untrusted
+    ee_offset_m: Sequence[float] = (math.nan, math.nan, math.nan)
     object_error_m: float = float("nan")
     object_tool_error_m: float = float("nan")
     object_error_speed_m_s: float = float("nan")
@@ -423,14 +430,26 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
     elif f.wrench_valid and not w.free:
         _contact_rule(f, cfg, w, scores)
     elif w.free and w.loaded:
+        sag_cos = _sag_cos(f)
         if f.wrench_valid and w.ext_n >= cfg.ft_unfelt_force_n and w.vertical:
             scores.put("dynamics", _ramp(w.ext_n, cfg.ft_unfelt_force_n), "payload", _common_evidence(f, w.ext_n))
+        elif not f.wrench_valid and sag_cos >= cfg.payload_sag_cos:
+            # no wrist sensor: a weight shows as the tool sagging mostly straight down
+            scores.put("dynamics", _ramp(f.effort_residual, cfg.effort_residual_nm), "payload",
+                       {**_common_evidence(f, w.ext_n), "tool_sag_cos": f"{sag_cos:.2f}"})
         else:
             # an agent pushes or holds the arm: a stiff external load the sim lacks
             speed_sim = _norm(f.sim_tip_velocity_m_s)
             blocked = speed_sim > 0.05 and _norm(f.real_tip_velocity_m_s) < cfg.blocked_speed_ratio * speed_sim
             scores.put("human", _ramp(f.effort_residual, cfg.effort_residual_nm), "hold" if blocked else "push",
                        {**_common_evidence(f, w.ext_n), "stiffness_nm_per_rad": f"{w.stiffness:.0f}"})
+
+
+def _sag_cos(f: TickFeatures) -> float:
+    """How straight down the real tool is displaced from the sim's (cos to -z; NaN unknown)."""
+    x, y, z = (float(v) for v in f.ee_offset_m)
+    norm = math.sqrt(x * x + y * y + z * z)
+    return -z / norm if norm > 0 else math.nan
 
 
 def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:

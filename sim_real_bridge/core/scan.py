@@ -315,7 +315,8 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
         stalling = ((real_qd < cfg.stall_speed_rad_s) & (sim_qd > cfg.stall_sim_speed_rad_s)).tolist()
         slow_real = (real_qd < 2 * cfg.stall_speed_rad_s).tolist()
     ee_untrusted, object_untrusted = _untrusted_rows(grid, "ee_pose"), _untrusted_rows(grid, "object_pose")
-    ee_error = np.where(ee_untrusted, np.nan, np.linalg.norm(grid.ee_error_m, axis=1))
+    ee_offset = np.where(ee_untrusted[:, None], np.nan, grid.ee_error_m)
+    ee_error = np.linalg.norm(ee_offset, axis=1)
     object_error = np.where(object_untrusted[:, None], np.nan, grid.real_object[:, :3] - grid.sim_object[:, :3])
     object_error_m = np.linalg.norm(object_error, axis=1)
     real_tool_object_m = np.linalg.norm(grid.real_object[:, :3] - grid.real_ee[:, :3], axis=1)
@@ -330,7 +331,7 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
         sim_ok=np.isfinite(grid.sim_world_force_n).all(axis=1).tolist(),
         real_ok=np.isfinite(grid.real_world_force_n).all(axis=1).tolist(),
         object_error=object_error.tolist(), object_error_m=object_error_m.tolist(),
-        object_tool_m=object_tool_m.tolist(), ee_error=ee_error.tolist(),
+        object_tool_m=object_tool_m.tolist(), ee_error=ee_error.tolist(), ee_offset=ee_offset.tolist(),
         real_tool_object_m=real_tool_object_m.tolist(), sim_tool_object_m=sim_tool_object_m.tolist(),
         **{name: values.tolist() for name, values in smoothed.items()},
         **{name: values.tolist() for name, values in noise_levels(grid, state.noise, cfg.noise_alpha).items()},
@@ -385,7 +386,7 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         external_force_n=row["external_force_n"], wrench_valid=row["wrench_valid"],
         sim_contact=state.sim_contact, sim_contact_recent=recent, real_contact=state.real_contact,
         sim_tip_velocity_m_s=grid.sim_tip_velocity_m_s[k], real_tip_velocity_m_s=grid.real_tip_velocity_m_s[k],
-        ee_error_m=row["ee_error"], object_error_m=row["object_error_m"],
+        ee_error_m=row["ee_error"], ee_offset_m=row["ee_offset"], object_error_m=row["object_error_m"],
         object_tool_error_m=row["object_tool_m"], object_error_speed_m_s=object_speed,
         object_free_drift_m=state.object_free_drift_m, real_tool_object_m=row["real_tool_object_m"],
         sim_tool_object_m=row["sim_tool_object_m"],
