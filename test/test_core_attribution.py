@@ -66,6 +66,14 @@ def test_stiff_external_load_without_wrist_force_is_human() -> None:
     assert active(f) == {"human": "hold"}
 
 
+def test_a_light_push_on_a_link_near_the_base_is_a_person() -> None:
+    # 15 N on a forearm link is 2-3 N m at the joints; a nominal run's free-space effort
+    # residual stays under 0.5 N m on every built-in robot
+    f = feats(joint_residual_rad=0.0012, effort_residual=2.6, fit=DelayFit(explained=0.99))
+    assert active(f) == {"human": "push"}
+    assert active(feats(joint_residual_rad=0.0012, effort_residual=0.5, fit=DelayFit(explained=0.99))) == {}
+
+
 def test_vertical_felt_load_is_payload() -> None:
     f = feats(joint_residual_rad=0.007, effort_residual=11.0, external_force_n=np.array([0.3, -0.5, 19.0]),
               real_contact=True)

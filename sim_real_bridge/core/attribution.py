@@ -98,7 +98,9 @@ class AttributionConfig:
             what the common delay leaves, the joints lag each by its own time constant:
             a changed position-loop gain, not a latency (which delays every joint alike).
         effort_residual_nm: smoothed effort residual (L-inf) that counts as an external
-            or unmodelled load.
+            or unmodelled load (at least ``noise_factor`` times the measured effort noise;
+            a nominal run's free-space residual beyond its noise stays under 0.5 N m,
+            a 15 N push on a forearm link gives 2-3 N m).
         contact_force_n: absolute part of the force-residual threshold in contact.
         contact_force_rel: relative part (times the sim force norm).
         contact_torque_nm: torque residual threshold in contact.
@@ -165,7 +167,7 @@ class AttributionConfig:
     dynamics_max_delay_s: float = 0.25
     dynamics_max_gain_dev: float = 0.6
     gain_joint_delay_share: float = 0.25
-    effort_residual_nm: float = 4.0
+    effort_residual_nm: float = 2.0
     contact_force_n: float = 2.0
     contact_force_rel: float = 0.05
     contact_torque_nm: float = 0.6
