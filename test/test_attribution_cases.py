@@ -49,7 +49,7 @@ class Case:
 CASES = [
     Case("table stiffness during a wipe", 564, 16.0, "contact", "stiffness", ()),
     Case("end of an actuation latency", 291, 20.0, "dynamics", "actuation_latency", ("human", "unauthored")),
-    Case("frozen wrench that recovers", 320, 28.0, "sensor", "frozen", ("unauthored",)),
+    Case("frozen wrench that recovers", 747, 27.0, "sensor", "frozen", ("unauthored",)),
 ]
 
 
@@ -66,6 +66,10 @@ def _scenario(case: Case):
     data["duration_s"] = case.duration_s
     for injection in data["injections"]:
         injection["end_s"] = min(injection["end_s"], case.duration_s)
+    idle = [{**w, "end_s": min(w["end_s"], case.duration_s)} for w in data.pop("idle", [])
+            if w["start_s"] < case.duration_s - 1.0]
+    if idle:
+        data["idle"] = idle
     return parse_scenario(data, source=f"seed {case.seed}")
 
 

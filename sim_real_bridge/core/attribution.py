@@ -187,10 +187,10 @@ class AttributionConfig:
     blocked_speed_ratio: float = 0.3
     stall_min_s: float = 0.2
     object_error_m: float = 0.0015
-    object_slip_speed_m_s: float = 0.004
+    object_slip_speed_m_s: float = 0.002
     object_drift_m: float = 0.004
     object_touch_m: float = 0.085
-    object_still_m_s: float = 0.003
+    object_still_m_s: float = 0.001
     object_slip_linger_s: float = 3.0
     unexplained_residual_rad: float = 0.05
     unexplained_min_s: float = 1.0

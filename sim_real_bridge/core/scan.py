@@ -177,7 +177,8 @@ def noise_levels(grid: Grid, state: NoiseState, alpha: float) -> dict[str, np.nd
     (``joint_noise_rad``) and effort residual (``effort_noise``), learned online.
 
     The smoothing is bias-corrected as it starts (an average of the rows seen so far
-    until there are about ``1 / alpha``), so it is the noise from the first rows on.
+    until there are about ``1 / alpha``), so it is the noise from the first rows on;
+    before the first row-to-row change it is infinite (unknown).
     """
     out = {}
     for name, values in (("joint_noise_rad", grid.q_res_rad), ("effort_noise", grid.effort_res)):
@@ -194,7 +195,8 @@ def noise_levels(grid: Grid, state: NoiseState, alpha: float) -> dict[str, np.nd
         seen = state.rows_seen[name] + np.cumsum(usable)
         state.rows_seen[name] += int(usable.sum())
         with np.errstate(divide="ignore", invalid="ignore"):
-            unbiased = np.where(seen[:, None] > 0, mean_abs / (1.0 - (1.0 - alpha) ** seen[:, None]), 0.0)
+            # before the first change the noise is unknown: nothing is judged against it
+            unbiased = np.where(seen[:, None] > 0, mean_abs / (1.0 - (1.0 - alpha) ** seen[:, None]), np.inf)
         if len(values):
             state.last_row[name] = values[-1]
         out[name] = MEAN_ABS_DIFF_TO_SIGMA * unbiased.max(axis=1) if width else np.zeros(len(grid))
@@ -231,6 +233,8 @@ def _object(state: ScanState, cfg: ScanConfig, t: int, error: list[float], error
         state.object_last_error = None
         return math.nan
     history = state.object_history
+    if sim_contact_recent:
+        history.clear()  # the growth rate of a slip counts only while nothing modelled touches the object
     history.append((t, error))
     while len(history) > 1 and history[1][0] <= t - cfg.object_lag_ns:
         history.popleft()
