@@ -145,6 +145,18 @@ def test_contact_residual_felt_by_the_joints() -> None:
     assert active(f) == {}
 
 
+def test_in_contact_the_tool_depth_tells_a_changed_surface_from_a_changed_load() -> None:
+    # the tool presses 15 N less on the table (the sensor reads the table's push as -z)
+    contact = dict(sim_contact_recent=True, sim_contact=True, sim_force_n=40.0, force_residual_n=15.0,
+                   external_force_n=np.array([0.0, 1.0, 15.0]), effort_residual=7.0, joint_residual_rad=0.002)
+    # ... and sinks 2 mm deeper: a softer table
+    assert active(feats(**contact, ee_offset_m=np.array([0.0, 0.0, -0.002]))) == {"contact": "stiffness"}
+    # ... and rises 1.5 mm: the table is as modelled, the arm presses less (a weaker gain)
+    assert active(feats(**contact, ee_offset_m=np.array([0.0, 0.0, 0.0015]))) == {}
+    # within a fifth of a millimetre the depth tells nothing: the force residual is contact's
+    assert active(feats(**contact, ee_offset_m=np.array([0.0, 0.0, 0.0001]))) == {"contact": "stiffness"}
+
+
 def test_obstacle_pushes_the_tool_off_its_path() -> None:
     f = feats(sim_contact_recent=True, sim_force_n=30.0, force_residual_n=35.0,
               external_force_n=np.array([0.0, -16.0, 33.0]), effort_residual=27.0,

@@ -109,6 +109,9 @@ class AttributionConfig:
             contact begins, after an active run of at least ``contact_carry_min_s``, is
             carried through that contact phase.
         contact_carry_min_s: see contact_carry_s (a flicker of a cause is not carried).
+        contact_depth_min_m: in contact, a tool height offset (real minus sim) this large
+            tells a changed surface (depth and force change oppositely) from a changed load
+            on it (together: no contact gap); below it the force residual is contact's.
         contact_actuation_rad: in contact, a smoothed joint residual this large that the
             delay/gain fit explains is dynamics (a contact model's change moves the
             position-held joints by a few mrad; an actuation change, by centiradians).
@@ -175,6 +178,7 @@ class AttributionConfig:
     contact_carry_s: float = 0.5
     contact_carry_min_s: float = 0.2
     contact_actuation_rad: float = 0.02
+    contact_depth_min_m: float = 0.0002
     human_force_n: float = 4.0
     felt_min_nm: float = 1.0
     felt_lever_m: float = 0.15
@@ -480,10 +484,24 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
         scores.put(f.contact_carry, s, f.last_kind.get(f.contact_carry, ""),
                    {"carried_into_contact": "true", "force_residual_n": f"{f.force_residual_n:.2f}",
                     "effort_residual": f"{f.effort_residual:.2f}"})
+    elif s >= cfg.active_score and w.felt and _load_changed(f, cfg, w):
+        return  # the surface is as modelled; what presses on it changed (a cause found elsewhere)
     elif w.felt or s < cfg.active_score:
         scores.put("contact", s, _contact_kind(f, cfg, w), {
             "force_residual_n": f"{f.force_residual_n:.2f}", "sim_force_n": f"{f.sim_force_n:.2f}",
             "torque_residual_nm": f"{f.torque_residual_nm:.3f}", "effort_residual": f"{f.effort_residual:.2f}"})
+
+
+def _load_changed(f: TickFeatures, cfg: AttributionConfig, w: _Wrist) -> bool:
+    """Along the table's normal (world z), a surface of changed stiffness lets the tool
+    sink further where it presses less (or less far where it presses more); a changed
+    load on an unchanged surface (the arm's gain, a weight) moves the tool's depth and its
+    force together. Together here means the force residual and the tool's height offset
+    have the same sign (the sensor reads the table's push on the tool as negative z)."""
+    normal_n, depth_m = float(w.ext[2]), float(f.ee_offset_m[2])
+    tangential_n = math.hypot(float(w.ext[0]), float(w.ext[1]))
+    return (abs(normal_n) >= tangential_n and math.isfinite(depth_m) and abs(depth_m) >= cfg.contact_depth_min_m
+            and normal_n * depth_m > 0)
 
 
 def _actuation_in_contact(f: TickFeatures, cfg: AttributionConfig) -> bool:
