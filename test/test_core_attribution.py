@@ -85,8 +85,9 @@ def test_a_payload_sagging_the_moving_tool_is_no_obstacle() -> None:
     f = feats(joint_residual_rad=0.007, effort_residual=11.0, external_force_n=np.array([0.5, -1.0, 19.5]),
               ee_error_m=0.015)
     assert active(f) == {"dynamics": "payload"}
-    # A vertical load that displaces the tool by centimetres is something in the way.
+    # A vertical load that displaces the tool by centimetres and stops it is something in the way.
     f.ee_error_m = 0.05
+    f.load_dragged = False
     assert active(f) == {"unauthored": "obstacle"}
 
 
@@ -160,8 +161,17 @@ def test_in_contact_the_tool_depth_tells_a_changed_surface_from_a_changed_load()
 def test_obstacle_pushes_the_tool_off_its_path() -> None:
     f = feats(sim_contact_recent=True, sim_force_n=30.0, force_residual_n=35.0,
               external_force_n=np.array([0.0, -16.0, 33.0]), effort_residual=27.0,
-              joint_residual_rad=0.02, ee_error_m=0.02)
+              joint_residual_rad=0.02, ee_error_m=0.02, load_dragged=False)
     assert active(f) == {"unauthored": "obstacle"}
+
+
+def test_a_tool_that_keeps_pace_against_the_force_drags_a_hand_not_an_obstacle() -> None:
+    free = dict(external_force_n=np.array([0.0, -40.0, 20.0]), effort_residual=30.0, joint_residual_rad=0.012,
+                ee_error_m=0.013, fit=DelayFit(explained=0.99))
+    assert active(feats(**free, load_dragged=False)) == {"unauthored": "obstacle"}
+    assert active(feats(**free, load_dragged=True)) == {"human": "push"}
+    # not yet seen moving along the force: nothing says it is in the way
+    assert active(feats(**free)) == {"human": "push"}
 
 
 def test_stalled_joint_and_slipping_object() -> None:

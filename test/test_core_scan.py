@@ -330,3 +330,29 @@ def test_an_object_left_displaced_by_a_modelled_push_does_not_slip_as_the_push_e
     force = np.where((np.arange(k) >= 20) & (np.arange(k) < 60), 3.0, 0.0)
     verdicts = run(_object_grid(k, real_x, force), [], [], NAMES, ScanState(), CONFIG).verdicts
     assert not [i for i, v in enumerate(verdicts) if "unauthored" in v.active]
+
+
+# ------------------------------------------------------------------ load
+def _load_grid(k: int, sim_v_m_s: float, real_v_m_s: float) -> Grid:
+    """A 40 N wrist force along x from row 10 (a reaction: negative), both tools moving along x."""
+    real_wrench = np.zeros((k, 6))
+    real_wrench[10:, 0] = -40.0
+    return _grid(k, real_wrench=real_wrench, real_world_force_n=real_wrench[:, :3].copy(),
+                 sim_tip_velocity_m_s=np.tile([sim_v_m_s, 0.0, 0.0], (k, 1)),
+                 real_tip_velocity_m_s=np.tile([real_v_m_s, 0.0, 0.0], (k, 1)))
+
+
+@pytest.mark.parametrize(("real_v_m_s", "dragged"), [(0.19, True), (0.05, False)])
+def test_a_tool_keeping_the_sims_pace_along_a_wrist_force_drags_it(real_v_m_s: float, dragged: bool) -> None:
+    state = ScanState()
+    run(_load_grid(40, 0.2, real_v_m_s), [], [], NAMES, state, CONFIG)
+    assert state.load_dragged is dragged
+    # the force gone (its smoothed residual decayed): nothing known
+    run(_grid(60), [], [], NAMES, state, CONFIG)
+    assert state.load_dragged is None
+
+
+def test_a_force_on_a_still_tool_says_nothing_of_dragging() -> None:
+    state = ScanState()
+    run(_load_grid(40, 0.0, 0.0), [], [], NAMES, state, CONFIG)
+    assert state.load_dragged is None

@@ -137,6 +137,11 @@ class AttributionConfig:
             a payload's weight sags the tool by millimetres, more while it moves, so a
             vertical load is an obstacle only once it displaces the tool this far.
         blocked_speed_ratio: real tip speed below this fraction of the sim's = blocked.
+        load_moving_m_s: the sim's tool moving along a wrist force's axis at least this
+            fast shows whether the real tool is blocked by it (an obstacle) or drags it (a
+            hand holding on).
+        dragged_speed_ratio: the real tool moving along that axis at least this fraction
+            of the sim's speed drags what pulls it; slower, it is blocked.
         stall_min_s: a joint stalled this long is a stalled joint.
         object_error_m: object position error (real vs sim) needed for object_slip.
         object_slip_speed_m_s: growth rate of the object error, with the sim in free
@@ -189,6 +194,8 @@ class AttributionConfig:
     obstacle_ee_error_m: float = 0.012
     obstacle_vertical_ee_error_m: float = 0.036
     blocked_speed_ratio: float = 0.3
+    load_moving_m_s: float = 0.02
+    dragged_speed_ratio: float = 0.8
     stall_min_s: float = 0.2
     object_error_m: float = 0.0015
     object_slip_speed_m_s: float = 0.002
@@ -275,6 +282,9 @@ class TickFeatures:
     last_kind: dict[str, str] = field(default_factory=dict)
     #: the free-space cause (dynamics or human) active as this contact phase began, or ""
     contact_carry: str = ""
+    #: with a wrist force beyond human_force_n: whether the real tool last moved along with
+    #: the sim's against it (dragging a hand) rather than stopping (blocked); None unknown
+    load_dragged: bool | None = None
 
 
 @dataclass(slots=True)
@@ -417,8 +427,9 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
     """An external force: obstacle, sensor bias, contact, payload or an agent (first that holds)."""
     ee_needed = cfg.obstacle_vertical_ee_error_m if w.vertical else cfg.obstacle_ee_error_m
     if (f.wrench_valid and w.felt and w.ext_n >= cfg.human_force_n and math.isfinite(f.ee_error_m)
-            and f.ee_error_m >= ee_needed):
+            and f.ee_error_m >= ee_needed and f.load_dragged is False):
         # unmodelled obstacle: the tool is pushed off its path by a force the sim lacks
+        # (and stops against it; a tool that moves on against the force drags a hand)
         cos = 0.0
         speed_sim = _norm(f.sim_tip_velocity_m_s)
         if speed_sim > 1e-6 and w.ext_n > 1e-9:

@@ -99,6 +99,7 @@ class ScanState:
     object_history: deque = field(default_factory=deque)  # (t_ns, error vector) of recent rows
     object_last_error: tuple[float, float, float] | None = None
     object_free_drift_m: float = 0.0
+    load_dragged: bool | None = None  # see TickFeatures.load_dragged
     stall_s: list[float] = field(default_factory=list)
     fit: DelayFit | None = None
     unexplained_s: float = 0.0
@@ -251,6 +252,22 @@ def _object(state: ScanState, cfg: ScanConfig, t: int, error: list[float], error
     return speed
 
 
+def _load(state: ScanState, cfg: ScanConfig, wrench_valid: bool, external_force_n: list[float],
+          sim_tip_m_s: np.ndarray, real_tip_m_s: np.ndarray) -> None:
+    """While a wrist force of at least ``human_force_n`` lasts: whether, the last time the
+    sim's tool moved along its axis, the real tool kept pace (dragging what pulls it) or
+    fell behind (blocked by it)."""
+    ext_n = math.hypot(*external_force_n)
+    if not wrench_valid or not math.isfinite(ext_n) or ext_n < cfg.attribution.human_force_n:
+        state.load_dragged = None
+        return
+    # (along the force's axis: whether the sensor reads the force on the tool or its reaction)
+    axis = [component / ext_n for component in external_force_n]
+    sim_along = abs(float(np.dot(sim_tip_m_s, axis)))
+    if sim_along >= cfg.attribution.load_moving_m_s:
+        state.load_dragged = abs(float(np.dot(real_tip_m_s, axis))) >= cfg.attribution.dragged_speed_ratio * sim_along
+
+
 def _contact_phase(state: ScanState, cfg: ScanConfig, t: int, in_contact: bool) -> None:
     """At the start of a sim contact phase, note the free-space cause active just before."""
     if in_contact and not state.in_contact_phase:
@@ -368,6 +385,8 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
     _contact_phase(state, cfg, t, recent)
     object_speed = _object(state, cfg, t, row["object_error"], row["object_error_m"], recent)
     stalled, stall_s = _stalls(state, cfg, names, stalling, slow_real) if valid else ((), 0.0)
+    _load(state, cfg, row["wrench_valid"], row["external_force_n"], grid.sim_tip_velocity_m_s[k],
+          grid.real_tip_velocity_m_s[k])
     if fit is not _NO_FIT:
         state.fit = fit  # type: ignore[assignment]
         if state.fit is not None and state.fit.identifiable:
@@ -398,7 +417,7 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         fit=state.fit, unexplained_s=state.unexplained_s, sensor_flags=flags,
         since_untrusted_s=(t - state.last_untrusted_ns) * 1e-9 if state.last_untrusted_ns is not None else math.inf,
         since_active_s={c: (t - ns) * 1e-9 for c, ns in state.last_active_ns.items()},
-        last_kind=state.last_kind, contact_carry=state.contact_carry,
+        last_kind=state.last_kind, contact_carry=state.contact_carry, load_dragged=state.load_dragged,
     )
     verdict = attribute(features, attribution)
     for category, (_, kind, _) in verdict.active.items():
