@@ -52,6 +52,16 @@ def test_dynamics_needs_the_fit_to_explain_and_free_space() -> None:
     assert "dynamics" not in active(feats(joint_residual_rad=0.03, fit=fit, sim_contact_recent=True))
 
 
+def test_a_joint_that_does_not_follow_its_command_without_pushing_harder_has_stalled() -> None:
+    still = DelayFit(delay_s=0.0, gain=0.05, explained=0.99, identifiable=True)
+    assert active(feats(joint_residual_rad=0.04, effort_residual=0.3, fit=still)) == {"unauthored": "joint_stall"}
+    # its drive pushing harder against it: friction
+    assert active(feats(joint_residual_rad=0.04, effort_residual=6.0, fit=still)) == {"dynamics": "joint_friction"}
+    # a joint that follows most of its command is a softer loop
+    softer = DelayFit(delay_s=0.0, gain=0.7, explained=0.99, identifiable=True)
+    assert active(feats(joint_residual_rad=0.04, effort_residual=0.3, fit=softer)) == {"dynamics": "gain"}
+
+
 def test_friction_like_load_is_dynamics() -> None:
     fit = DelayFit(delay_s=0.03, gain=0.9, explained=0.9)
     # 8 N m over 0.06 rad: 133 N m/rad, far below an external load held by the position loop

@@ -93,7 +93,8 @@ class AttributionConfig:
         dynamics_min_explained: share of the residual energy the delay/gain/offset fit
             must explain for dynamics.
         dynamics_max_delay_s: largest plausible actuation delay of the fit.
-        dynamics_max_gain_dev: largest plausible |gain - 1| of the fit.
+        dynamics_max_gain_dev: a fitted gain below 1 minus this (the worst joint follows
+            a small part of its command's motion) is a stalled joint, not a softer loop.
         gain_joint_delay_share: when delays fitted joint by joint explain this share of
             what the common delay leaves, the joints lag each by its own time constant:
             a changed position-loop gain, not a latency (which delays every joint alike).
@@ -565,7 +566,13 @@ def _dynamics_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _
             or max(scores.human, scores.unauthored, scores.contact, scores.dynamics) >= cfg.active_score):
         return
     residual = f.joint_residual_rad
-    if residual > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained:
+    if (residual > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained and fit.identifiable
+            and fit.gain < 1.0 - cfg.dynamics_max_gain_dev and f.effort_residual < cfg.effort_residual_nm):
+        # the worst joint follows a small part of its command's motion and its drive does not
+        # push harder (as against friction): it has stalled, it is not a softer loop
+        scores.put("unauthored", _ramp(residual, cfg.dynamics_residual_rad), "joint_stall",
+                   {**_common_evidence(f, w.ext_n), "fit_gain": f"{fit.gain:.3f}"})
+    elif residual > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained:
         kind = "joint_friction" if f.effort_residual >= cfg.effort_residual_nm else _actuation_kind(fit, cfg)
         scores.put("dynamics", _ramp(residual, cfg.dynamics_residual_rad), kind, {
             **_common_evidence(f, w.ext_n), "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}",
