@@ -287,10 +287,9 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
     elif f.wrench_valid and not w.free:
         _contact_rule(f, cfg, w, scores)
     elif w.free and w.loaded:
-        sag_cos = _sag_cos(f)
         if f.wrench_valid and w.ext_n >= cfg.ft_unfelt_force_n and w.vertical:
             scores.put("dynamics", _ramp(w.ext_n, cfg.ft_unfelt_force_n), "payload", _common_evidence(f, w.ext_n))
-        elif not f.wrench_valid and sag_cos >= cfg.payload_sag_cos:
+        elif not f.wrench_valid and (sag_cos := _sag_cos(f)) >= cfg.payload_sag_cos:
             # no wrist sensor: a weight shows as the tool sagging mostly straight down
             scores.put("dynamics", _ramp(f.effort_residual, cfg.effort_residual_nm), "payload",
                        {**_common_evidence(f, w.ext_n), "tool_sag_cos": f"{sag_cos:.2f}"})
@@ -304,9 +303,8 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
 
 def _sag_cos(f: TickFeatures) -> float:
     """How straight down the real tool is displaced from the sim's (cos to -z; NaN unknown)."""
-    x, y, z = (float(v) for v in f.ee_offset_m)
-    norm = math.sqrt(x * x + y * y + z * z)
-    return -z / norm if norm > 0 else math.nan
+    norm = math.hypot(*f.ee_offset_m)
+    return -float(f.ee_offset_m[2]) / norm if norm > 0 else math.nan
 
 
 def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
@@ -405,15 +403,17 @@ def _dynamics_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _
             or max(scores.human, scores.unauthored, scores.contact, scores.dynamics) >= cfg.active_score):
         return
     residual = f.joint_residual_rad
-    if (residual > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained and fit.identifiable
-            and fit.gain < 1.0 - cfg.dynamics_max_gain_dev and f.effort_residual < cfg.effort_residual_nm):
-        # the worst joint follows a small part of its command's motion and its drive does not
-        # push harder (as against friction): it has stalled, it is not a softer loop
-        scores.put("unauthored", _ramp(residual, cfg.dynamics_residual_rad), "joint_stall",
-                   {**_common_evidence(f, w.ext_n), "fit_gain": f"{fit.gain:.3f}"})
-    elif residual > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained:
-        kind = "joint_friction" if f.effort_residual >= cfg.effort_residual_nm else _actuation_kind(fit, cfg)
-        scores.put("dynamics", _ramp(residual, cfg.dynamics_residual_rad), kind, {
+    if residual > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained:
+        score = _ramp(residual, cfg.dynamics_residual_rad)
+        pushing = f.effort_residual >= cfg.effort_residual_nm
+        if fit.identifiable and fit.gain < 1.0 - cfg.dynamics_max_gain_dev and not pushing:
+            # the worst joint follows a small part of its command's motion and its drive does
+            # not push harder (as against friction): it has stalled, it is not a softer loop
+            scores.put("unauthored", score, "joint_stall",
+                       {**_common_evidence(f, w.ext_n), "fit_gain": f"{fit.gain:.3f}"})
+            return
+        kind = "joint_friction" if pushing else _actuation_kind(fit, cfg)
+        scores.put("dynamics", score, kind, {
             **_common_evidence(f, w.ext_n), "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}",
             "fit_explained": f"{fit.explained:.2f}", "fit_joint_delay_share": f"{fit.joint_delay_share:.3f}",
             "stiffness_nm_per_rad": f"{w.stiffness:.0f}"})

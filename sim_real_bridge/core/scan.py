@@ -252,20 +252,26 @@ def _object(state: ScanState, cfg: ScanConfig, t: int, error: list[float], error
     return speed
 
 
-def _load(state: ScanState, cfg: ScanConfig, wrench_valid: bool, external_force_n: list[float],
-          sim_tip_m_s: np.ndarray, real_tip_m_s: np.ndarray) -> None:
-    """While a wrist force of at least ``human_force_n`` lasts: whether, the last time the
-    sim's tool moved along its axis, the real tool kept pace (dragging what pulls it) or
-    fell behind (blocked by it)."""
-    ext_n = math.hypot(*external_force_n)
-    if not wrench_valid or not math.isfinite(ext_n) or ext_n < cfg.attribution.human_force_n:
+def _load_columns(grid: Grid, force: np.ndarray, cfg: ScanConfig) -> dict[str, np.ndarray]:
+    """Per row: whether a wrist force of at least ``human_force_n`` acts, and the sim's and
+    the real tool's speeds along its axis (the axis, not its sign: whether the sensor reads
+    the force on the tool or its reaction)."""
+    force_n = np.linalg.norm(force, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        axis = force / force_n[:, None]
+        loaded = grid.wrench_valid & (force_n >= cfg.attribution.human_force_n)
+    return {"loaded": loaded,
+            "sim_along": np.abs(np.einsum("ij,ij->i", grid.sim_tip_velocity_m_s, axis)),
+            "real_along": np.abs(np.einsum("ij,ij->i", grid.real_tip_velocity_m_s, axis))}
+
+
+def _load(state: ScanState, cfg: ScanConfig, loaded: bool, sim_along: float, real_along: float) -> None:
+    """While such a force lasts: whether, the last time the sim's tool moved along its axis,
+    the real tool kept pace (dragging what pulls it) or fell behind (blocked by it)."""
+    if not loaded:
         state.load_dragged = None
-        return
-    # (along the force's axis: whether the sensor reads the force on the tool or its reaction)
-    axis = [component / ext_n for component in external_force_n]
-    sim_along = abs(float(np.dot(sim_tip_m_s, axis)))
-    if sim_along >= cfg.attribution.load_moving_m_s:
-        state.load_dragged = abs(float(np.dot(real_tip_m_s, axis))) >= cfg.attribution.dragged_speed_ratio * sim_along
+    elif sim_along >= cfg.attribution.load_moving_m_s:
+        state.load_dragged = real_along >= cfg.attribution.dragged_speed_ratio * sim_along
 
 
 def _contact_phase(state: ScanState, cfg: ScanConfig, t: int, in_contact: bool) -> None:
@@ -355,6 +361,7 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
         object_tool_m=object_tool_m.tolist(), ee_error=ee_error.tolist(), ee_offset=ee_offset.tolist(),
         real_tool_object_m=real_tool_object_m.tolist(), sim_tool_object_m=sim_tool_object_m.tolist(),
         **{name: values.tolist() for name, values in smoothed.items()},
+        **{name: values.tolist() for name, values in _load_columns(grid, smoothed["external_force_n"], cfg).items()},
         **{name: values.tolist() for name, values in noise_levels(grid, state.noise, cfg.noise_alpha).items()},
     )
     out = ScanRows(*(np.zeros(k_rows, dtype=bool) for _ in range(3)), np.zeros(k_rows), np.zeros(k_rows), [])
@@ -385,8 +392,7 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
     _contact_phase(state, cfg, t, recent)
     object_speed = _object(state, cfg, t, row["object_error"], row["object_error_m"], recent)
     stalled, stall_s = _stalls(state, cfg, names, stalling, slow_real) if valid else ((), 0.0)
-    _load(state, cfg, row["wrench_valid"], row["external_force_n"], grid.sim_tip_velocity_m_s[k],
-          grid.real_tip_velocity_m_s[k])
+    _load(state, cfg, row["loaded"], row["sim_along"], row["real_along"])
     if fit is not _NO_FIT:
         state.fit = fit  # type: ignore[assignment]
         if state.fit is not None and state.fit.identifiable:

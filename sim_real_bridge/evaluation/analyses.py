@@ -11,14 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-SIDES: tuple[str, ...] = ("sim", "real")
+from sim_real_bridge.core.inputs import SIDES
 
-#: Paired analyses: (name, stream, what the stream is called, what is lost without it).
+#: Paired analyses: (name, stream, what is lost without it).
 PAIRED = (
-    ("contact residuals", "wrench", "wrench",
-     "contact, obstacle and F/T-bias events need forces on both sides"),
-    ("end-effector pose", "ee_pose", "ee_pose", "no tool position error"),
-    ("object pose", "object_pose", "object_pose", "no object slip events"),
+    ("contact residuals", "wrench", "contact, obstacle and F/T-bias events need forces on both sides"),
+    ("end-effector pose", "ee_pose", "no tool position error"),
+    ("object pose", "object_pose", "no object slip events"),
 )
 
 
@@ -46,12 +45,12 @@ def live_analyses(topic_of: Mapping[str, str], received: Callable[[str], int],
     out = [entry("joint residuals", joint_count > 0,
                  f"{joint_count} joint(s): {sim_js} vs {real_js}" if joint_count
                  else f"no joint pairs yet: {sim_js} vs {real_js}")]
-    for name, stream, label, loss in PAIRED:
+    for name, stream, loss in PAIRED:
         subscribed, silent = pair(stream)
         if len(subscribed) < 2:
             missing = [side for side in SIDES if side not in subscribed]
             where = "either side" if len(missing) == 2 else f"the {missing[0]} side"
-            out.append(entry(name, False, f"no {label} topic on {where} (its parameter is empty): {loss}"))
+            out.append(entry(name, False, f"no {stream} topic on {where} (its parameter is empty): {loss}"))
         elif silent:
             out.append(entry(name, False, f"nothing received on {', '.join(silent)}: {loss}"))
         else:

@@ -23,7 +23,7 @@ def _absent(read: RunStreams, side: str, stream: str) -> str:
     return f"{side}_topics.{stream} is empty" if why == "off" else why
 
 
-def _paired(read: RunStreams, name: str, stream: str, label: str, loss: str, rows: int) -> dict[str, Any]:
+def _paired(read: RunStreams, name: str, stream: str, loss: str, rows: int) -> dict[str, Any]:
     have = [side for side in SIDES if (side, stream) in read.wanted]
     if len(have) == 2:
         if rows:
@@ -33,7 +33,7 @@ def _paired(read: RunStreams, name: str, stream: str, label: str, loss: str, row
     missing = [side for side in SIDES if side not in have]
     where = "either side" if len(missing) == 2 else f"the {missing[0]} side"
     reasons = "; ".join(r for r in (_absent(read, side, stream) for side in missing) if r)
-    return _entry(name, False, f"no {label} topic on {where}" + (f" ({reasons})" if reasons else "") + f": {loss}")
+    return _entry(name, False, f"no {stream} topic on {where}" + (f" ({reasons})" if reasons else "") + f": {loss}")
 
 
 def _joint_field_sides(read: RunStreams, field: str) -> list[str]:
@@ -61,8 +61,8 @@ def analyses(config: ReplayConfig, read: RunStreams, outcome: Any, has_truth: bo
     rows = {"wrench": len(output.contacts) if output.contacts is not None else 0,
             "ee_pose": len(output.poses) if output.poses is not None else 0,
             "object_pose": int(np.count_nonzero(output.poses.has_object)) if output.poses is not None else 0}
-    for name, stream, label, loss in PAIRED:
-        out.append(_paired(read, name, stream, label, loss, rows[stream]))
+    for name, stream, loss in PAIRED:
+        out.append(_paired(read, name, stream, loss, rows[stream]))
     if ("sim", "joint_trajectory") in read.wanted:
         out.append(_entry("run start at the first command", True, read.wanted[("sim", "joint_trajectory")]))
     else:
