@@ -90,6 +90,17 @@ def test_vertical_felt_load_is_payload() -> None:
     assert active(f) == {"dynamics": "payload"}
 
 
+def test_a_vertical_load_is_a_weight_only_when_it_pulls_the_tool_down() -> None:
+    # A hand holding the tool up against the sim's descent reads -z (as the table's push
+    # does) and the real tool is above the sim's: a person, not a weight (seed 9's hold).
+    load = dict(joint_residual_rad=0.002, effort_residual=8.0, ee_offset_m=np.array([0.0013, -0.0002, 0.0019]))
+    assert active(feats(**load, external_force_n=np.array([3.1, -0.6, -11.4]))) == {"human": "push"}
+    # a downward pull with the tool lifted (a bias along +z while a person pushes it up): a person
+    assert active(feats(**load, external_force_n=np.array([0.0, 0.0, 8.0]))) == {"human": "push"}
+    load["ee_offset_m"] = np.array([-0.0023, 0.0009, -0.0026])
+    assert active(feats(**load, external_force_n=np.array([0.0, 0.0, 8.0]))) == {"dynamics": "payload"}
+
+
 def test_a_payload_sagging_the_moving_tool_is_no_obstacle() -> None:
     # A payload's weight sags the tool ~1 cm while it moves: still a payload, not an obstacle.
     f = feats(joint_residual_rad=0.007, effort_residual=11.0, external_force_n=np.array([0.5, -1.0, 19.5]),

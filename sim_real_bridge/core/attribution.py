@@ -185,7 +185,8 @@ class _Wrist:
     loaded: bool  # a stiff external load on the joints
     stiffness: float  # effort residual over joint residual (N m/rad)
     free: bool  # the sim is not (and was not just) in contact
-    vertical: bool  # the force is mostly vertical (a weight)
+    vertical: bool  # the force is mostly vertical
+    weight: bool  # mostly vertical and pulling the tool down (the sensor reads +z), tool not raised
 
 
 def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
@@ -256,11 +257,12 @@ def _wrist(f: TickFeatures, cfg: AttributionConfig) -> _Wrist:
         ext_n = 0.0  # a non-finite component: no force known
     effort = f.effort_residual
     stiffness = effort / max(f.joint_residual_rad, 1e-6)
+    vertical = ext_n > 0 and abs(ext[2]) / ext_n >= cfg.payload_vertical_cos
     return _Wrist(
         ext=ext, ext_n=ext_n, stiffness=stiffness, free=not f.sim_contact_recent,
         felt=f.joints_valid and effort >= max(cfg.felt_min_nm, cfg.felt_lever_m * ext_n),
         loaded=f.joints_valid and effort >= cfg.effort_residual_nm and stiffness >= cfg.external_stiffness_nm_per_rad,
-        vertical=ext_n > 0 and abs(ext[2]) / ext_n >= cfg.payload_vertical_cos)
+        vertical=vertical, weight=vertical and ext[2] > 0 and not f.ee_offset_m[2] > 0)
 
 
 def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
@@ -287,7 +289,9 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
     elif f.wrench_valid and not w.free:
         _contact_rule(f, cfg, w, scores)
     elif w.free and w.loaded:
-        if f.wrench_valid and w.ext_n >= cfg.ft_unfelt_force_n and w.vertical:
+        if f.wrench_valid and w.ext_n >= cfg.ft_unfelt_force_n and w.weight:
+            # a weight pulls the tool down (the sensor reads the table's push up as -z, a
+            # weight's pull as +z) and sags it; a hand lifting or holding it up is not one
             scores.put("dynamics", _ramp(w.ext_n, cfg.ft_unfelt_force_n), "payload", _common_evidence(f, w.ext_n))
         elif not f.wrench_valid and (sag_cos := _sag_cos(f)) >= cfg.payload_sag_cos:
             # no wrist sensor: a weight shows as the tool sagging mostly straight down
