@@ -108,7 +108,7 @@ class AttributionConfig:
     noise_factor: float = 3.0
     noise_tau_s: float = 2.0
     joint_residual_floor_rad: float = 0.004
-    dynamics_residual_rad: float = 0.012
+    dynamics_residual_rad: float = 0.006
     dynamics_min_explained: float = 0.6
     dynamics_max_delay_s: float = 0.25
     dynamics_max_gain_dev: float = 0.6
