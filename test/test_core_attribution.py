@@ -167,6 +167,22 @@ def test_contact_residual_felt_by_the_joints() -> None:
     assert active(f) == {}
 
 
+def test_without_a_wrist_sensor_a_contact_gap_shows_in_the_joint_efforts() -> None:
+    # seed 150 (ur6 wipe, no F/T sensor): a softer table lets the tool sink 1.7 mm and the
+    # joints carry 7 N m the sim's do not while they stay on their twins
+    contact = dict(sim_contact_recent=True, sim_contact=True, wrench_valid=False, external_force_n=np.full(3, np.nan),
+                   effort_residual=7.0, joint_residual_rad=0.0025)
+    assert active(feats(**contact, ee_offset_m=np.array([0.0002, 0.0001, -0.0017]))) == {"contact": "stiffness"}
+    assert active(feats(**contact, ee_offset_m=np.array([0.0015, -0.001, 0.0002]))) == {"contact": "friction"}
+    # nominal contact efforts stay under 0.5 N m on every built-in robot
+    assert active(feats(**{**contact, "effort_residual": 0.5})) == {}
+    # the joints off their twins: the arm's own motion differs (a stall, a gain), not the contact
+    assert active(feats(**{**contact, "joint_residual_rad": 0.03})) == {}
+    # the sim pushes an object that is not where the real one is (seed 132, after a stall)
+    displaced = dict(object_free_drift_m=0.0064, sim_tool_object_m=0.02, real_tool_object_m=0.2)
+    assert active(feats(**contact, **displaced)) == {}
+
+
 def test_in_contact_the_tool_depth_tells_a_changed_surface_from_a_changed_load() -> None:
     # the tool presses 15 N less on the table (the sensor reads the table's push as -z)
     contact = dict(sim_contact_recent=True, sim_contact=True, sim_force_n=40.0, force_residual_n=15.0,

@@ -15,7 +15,8 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    actuation changed, which changes how hard it presses);
    unless a free-space cause (dynamics, human) was active as the contact began: the
    contact residual is then that cause pressing on (a softer loop presses more softly),
-   and stays attributed to it for that contact phase.
+   and stays attributed to it for that contact phase. Without a wrist sensor the joints'
+   effort residual stands in for the force residual (kind from the tool's displacement).
 3. human / unauthored-obstacle: the real sensor feels an external wrench (or the joints
    an external effort) while the sim sees no contact. The arm pushed *away* (the real
    tip moves while the residual grows) is ``human/push``; the arm *blocked* while the
@@ -288,6 +289,8 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
             scores.put("sensor", s, "ft_bias_drift", _common_evidence(f, w.ext_n))
     elif f.wrench_valid and not w.free:
         _contact_rule(f, cfg, w, scores)
+    elif not w.free:
+        _contact_without_wrench(f, cfg, scores)
     elif w.free and w.loaded:
         if f.wrench_valid and w.ext_n >= cfg.ft_unfelt_force_n and w.weight:
             # a weight pulls the tool down (the sensor reads the table's push up as -z, a
@@ -317,8 +320,7 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
     s = max(_ramp(f.force_residual_n, thr), _ramp(f.torque_residual_nm, cfg.contact_torque_nm))
     slip_recent = (f.last_kind.get("unauthored") == "object_slip"
                    and f.since_active_s.get("unauthored", math.inf) <= cfg.object_slip_linger_s)
-    at_object = f.real_tool_object_m < cfg.object_touch_m or f.sim_tool_object_m < cfg.object_touch_m
-    slipped_away = at_object and f.object_free_drift_m >= cfg.object_drift_m
+    slipped_away = _object_displaced(f, cfg)
     if s >= cfg.active_score and w.felt and (slip_recent or slipped_away):
         # the object is not where the sim has it (it slipped): contact differs as a
         # result; after the slip has stopped this is no new gap, so it is not reported
@@ -340,9 +342,34 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
     elif s >= cfg.active_score and w.felt and _load_changed(f, cfg, w):
         return  # the surface is as modelled; what presses on it changed (a cause found elsewhere)
     elif w.felt or s < cfg.active_score:
-        scores.put("contact", s, _contact_kind(f, cfg, w), {
+        scores.put("contact", s, _contact_kind(f, cfg, w.ext), {
             "force_residual_n": f"{f.force_residual_n:.2f}", "sim_force_n": f"{f.sim_force_n:.2f}",
             "torque_residual_nm": f"{f.torque_residual_nm:.3f}", "effort_residual": f"{f.effort_residual:.2f}"})
+
+
+def _object_displaced(f: TickFeatures, cfg: AttributionConfig) -> bool:
+    """A tool at the object (real or sim) while the object has drifted from where the sim has it."""
+    at_object = f.real_tool_object_m < cfg.object_touch_m or f.sim_tool_object_m < cfg.object_touch_m
+    return at_object and f.object_free_drift_m >= cfg.object_drift_m
+
+
+def _contact_without_wrench(f: TickFeatures, cfg: AttributionConfig, scores: _Scores) -> None:
+    """2b. contact without a wrist sensor: in modelled contact the joints carry an effort
+    the sim's do not (a changed contact force on a position-held arm). Its direction is
+    unknown, so the kind is read from where the tool went instead of the force. Not a
+    contact gap: joints off their twins (the arm's own motion differs: a stall, a gain) or
+    an object that is not where the sim has it (the sim pushes an object the real tool
+    does not reach)."""
+    if (not f.joints_valid or f.effort_residual < cfg.effort_residual_nm
+            or f.joint_residual_rad >= cfg.contact_actuation_rad or _object_displaced(f, cfg)):
+        return
+    s = _ramp(f.effort_residual, cfg.effort_residual_nm)
+    evidence = {"effort_residual": f"{f.effort_residual:.2f}", "joint_residual_rad": f"{f.joint_residual_rad:.4f}",
+                "wrench": "missing"}
+    if f.contact_carry:
+        scores.put(f.contact_carry, s, f.last_kind.get(f.contact_carry, ""), {**evidence, "carried_into_contact": "true"})
+    else:
+        scores.put("contact", s, _contact_kind(f, cfg, -np.asarray(f.ee_offset_m, dtype=float)), evidence)
 
 
 def _load_changed(f: TickFeatures, cfg: AttributionConfig, w: _Wrist) -> bool:
@@ -372,13 +399,14 @@ def _actuation_kind(fit: DelayFit, cfg: AttributionConfig) -> str:
     return "actuation_latency" if fit.delay_s >= 0.02 and abs(fit.gain - 1) < 0.2 and common else "gain"
 
 
-def _contact_kind(f: TickFeatures, cfg: AttributionConfig, w: _Wrist) -> str:
-    """What of the contact model the residual points at: along the table's normal (world
-    z) its stiffness; along the surface its friction, or the object's mass while the
-    real tool is at the object (what it pushes weighs more or less than modelled)."""
-    normal_n = abs(float(w.ext[2]))
-    tangential_n = math.hypot(float(w.ext[0]), float(w.ext[1]))
-    if not math.isfinite(normal_n + tangential_n) or normal_n >= tangential_n:
+def _contact_kind(f: TickFeatures, cfg: AttributionConfig, along: Sequence[float]) -> str:
+    """What of the contact model a residual along ``along`` (world; the wrist force, or
+    without one the tool's displacement) points at: along the table's normal (world z) its
+    stiffness; along the surface its friction, or the object's mass while the real tool is
+    at the object (what it pushes weighs more or less than modelled)."""
+    normal = abs(float(along[2]))
+    tangential = math.hypot(float(along[0]), float(along[1]))
+    if not math.isfinite(normal + tangential) or normal >= tangential:
         return "stiffness"
     return "object_mass" if f.real_tool_object_m < cfg.object_touch_m else "friction"
 
