@@ -322,6 +322,23 @@ def test_an_object_creeping_a_few_millimetres_a_second_with_nothing_touching_it_
     assert all(v.top == "none" for v in verdicts[:50])
 
 
+@pytest.mark.parametrize(("detector", "slips"), [("stamp_jitter", True), ("dropout", False)])
+def test_jittered_stamps_leave_an_object_pose_in_a_lost_one_does_not(detector: str, slips: bool) -> None:
+    # seed 46: a slip while the object pose's stamps jitter by ~1 ms was not seen
+    k = 200
+    creep = 0.5 + 0.003 * np.clip(np.arange(k) - 50, 0, None) * 0.02
+    grid = _object_grid(k, creep, np.zeros(k))
+    active = np.arange(k) >= 40
+    detail = {name: np.zeros(k) for name in ("gap_s", "period_s", "gap_open", "mad_ratio", "quietest_mad_s",
+                                             "delay_std_s", "backwards")}
+    grid.flags["real/object_pose"] = StreamFlags("real/object_pose", {detector: active},
+                                                 {detector: np.where(active, 0.5, 0.0)}, detail)
+    verdicts = run(grid, [], [], NAMES, ScanState(), CONFIG).verdicts
+    kinds = {v.active.get("unauthored", (0, ""))[1] for v in verdicts[100:]}
+    assert kinds == ({"object_slip"} if slips else {""})
+    assert {v.active["sensor"][1] for v in verdicts[100:]} == {detector}
+
+
 def test_an_object_left_displaced_by_a_modelled_push_does_not_slip_as_the_push_ends() -> None:
     k = 200
     # the sim pushes (rows 20-60) and the real object ends 2 cm further, coasting 1.5 mm
