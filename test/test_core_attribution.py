@@ -152,6 +152,10 @@ def test_in_contact_a_large_joint_residual_the_fit_explains_is_the_actuation() -
     assert active(feats(**contact, joint_residual_rad=0.005, fit=fit)) == {"contact": "stiffness"}  # mm: the table
     unexplained = DelayFit(delay_s=0.05, gain=0.86, explained=0.3)
     assert active(feats(**contact, joint_residual_rad=0.06, fit=unexplained)) == {"contact": "stiffness"}
+    # a joint stopped while its twin moves (seed 102: a stall during a wipe) is no gain
+    stalled = dict(stalled_joints=("shoulder_pan_joint",), stall_s=0.1)
+    assert active(feats(**contact, **stalled, joint_residual_rad=0.03, fit=DelayFit(gain=0.0, explained=1.0))) == {
+        "unauthored": "joint_stall"}
 
 
 def test_contact_residual_felt_by_the_joints() -> None:

@@ -330,6 +330,11 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
     elif s >= cfg.active_score and w.felt and _actuation_in_contact(f, cfg):
         # a contact model changes the force on a position-held arm, its joints hardly move
         fit = f.fit
+        if f.stalled_joints:
+            # a joint stopped while its twin moves has stalled, in contact as in free space
+            scores.put("unauthored", s, "joint_stall", {"in_contact": "true", "stalled": ",".join(f.stalled_joints),
+                                                         "fit_gain": f"{fit.gain:.3f}"})
+            return
         scores.put("dynamics", s, _actuation_kind(fit, cfg), {
             "in_contact": "true", "joint_residual_rad": f"{f.joint_residual_rad:.4f}",
             "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}", "fit_explained": f"{fit.explained:.2f}",
@@ -391,6 +396,11 @@ def _actuation_in_contact(f: TickFeatures, cfg: AttributionConfig) -> bool:
             and f.fit.explained >= cfg.dynamics_min_explained)
 
 
+def _follows_little(fit: DelayFit, cfg: AttributionConfig) -> bool:
+    """The fitted joint follows less than 1 - ``dynamics_max_gain_dev`` of its command's motion."""
+    return fit.identifiable and fit.gain < 1.0 - cfg.dynamics_max_gain_dev
+
+
 def _actuation_kind(fit: DelayFit, cfg: AttributionConfig) -> str:
     """A delay common to every moving joint, with the gain kept, is a latency; joints
     lagging by different delays (each its own loop's time constant) or a changed gain
@@ -438,7 +448,7 @@ def _dynamics_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _
     if residual > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained:
         score = _ramp(residual, cfg.dynamics_residual_rad)
         pushing = f.effort_residual >= cfg.effort_residual_nm
-        if fit.identifiable and fit.gain < 1.0 - cfg.dynamics_max_gain_dev and not pushing:
+        if _follows_little(fit, cfg) and not pushing:
             # the worst joint follows a small part of its command's motion and its drive does
             # not push harder (as against friction): it has stalled, it is not a softer loop
             scores.put("unauthored", score, "joint_stall",
