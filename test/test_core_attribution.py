@@ -168,7 +168,22 @@ def test_contact_residual_felt_by_the_joints() -> None:
     assert active(f) == {"contact": "stiffness"}  # along the table's normal: how hard it is
     f.force_residual_n = 2.0
     f.external_force_n = np.array([0.0, -2.0, 0.0])
+    f.effort_residual = 1.0  # (the joints carrying 6.7 N m of it would be a load on a link)
     assert active(f) == {}
+
+
+def test_in_contact_joints_loaded_beyond_what_the_wrist_force_explains_are_pushed_by_a_person() -> None:
+    # seed 107: a 45 N push on a forearm link during a wipe; the wrist feels a little of it
+    contact = dict(sim_contact_recent=True, sim_contact=True, sim_force_n=30.0, joint_residual_rad=0.004)
+    pushed = feats(**contact, force_residual_n=3.0, external_force_n=np.array([1.0, -2.0, 2.0]), effort_residual=9.0)
+    assert active(pushed) == {"human": "push"}
+    # the same effort with a wrist force that explains it on a short lever: the table differs
+    table = feats(**contact, force_residual_n=15.0, external_force_n=np.array([0.0, -1.0, 15.0]), effort_residual=9.0)
+    assert active(table) == {"contact": "stiffness"}
+    # a soft load (the arm's own actuation: low effort per radian) is not a person
+    soft = feats(**{**contact, "joint_residual_rad": 0.04}, force_residual_n=3.0,
+                 external_force_n=np.array([1.0, -2.0, 2.0]), effort_residual=9.0)
+    assert "human" not in active(soft)
 
 
 def test_without_a_wrist_sensor_a_contact_gap_shows_in_the_joint_efforts() -> None:

@@ -199,15 +199,16 @@ def test_contact_is_the_force_beyond_the_tool_weight_with_hysteresis() -> None:
 
 
 def _pushed_into_contact_grid(push_from_row: int) -> Grid:
-    """A stiff load on j1 from push_from_row on (20 N m for 0.01 rad: an agent pushing);
-    the sim meets a surface at row 50, where the real wrist feels 8 N more than the sim's."""
+    """A stiff load on j1 from push_from_row on (8 N m for 0.01 rad: an agent pushing);
+    the sim meets a surface at row 50, where the real wrist feels 8 N more than the sim's
+    (enough to give the joints the 8 N m: the push now acts through the tool)."""
     k = 120
     sim_force = np.tile([0.0, 0.0, -5.0], (k, 1))
     sim_force[50:, 0] = 10.0
     real_force = sim_force.copy()
     real_force[50:, 0] = 18.0
     real_effort = np.zeros((k, 2))
-    real_effort[push_from_row:, 0] = 20.0
+    real_effort[push_from_row:, 0] = 8.0
     real_q = np.full((k, 2), 0.1)
     real_q[push_from_row:, 0] += 0.01
     return _grid(k, sim_world_force_n=sim_force, real_world_force_n=real_force, real_effort=real_effort,
@@ -227,7 +228,9 @@ def test_a_cause_active_as_the_contact_begins_is_carried_through_it() -> None:
 def test_a_flicker_of_a_cause_before_the_contact_is_not_carried() -> None:
     # The load starts 3 rows before the contact: active for less than contact_carry_min_s.
     verdicts = run(_pushed_into_contact_grid(47), [], [], NAMES, ScanState(), CONFIG).verdicts
-    assert {v.top for v in verdicts[52:]} == {"contact"}
+    # (while the smoothed wrist residual rises to meet the effort, the joints carry more
+    # than it explains: a person, for a few rows; carried, it would stay one)
+    assert {v.top for v in verdicts[58:]} == {"contact"}
 
 
 def _stall_grid() -> Grid:

@@ -301,11 +301,15 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
             scores.put("dynamics", _ramp(f.effort_residual, cfg.effort_residual_nm), "payload",
                        {**_common_evidence(f, w.ext_n), "tool_sag_cos": f"{sag_cos:.2f}"})
         else:
-            # an agent pushes or holds the arm: a stiff external load the sim lacks
-            speed_sim = _norm(f.sim_tip_velocity_m_s)
-            blocked = speed_sim > 0.05 and _norm(f.real_tip_velocity_m_s) < cfg.blocked_speed_ratio * speed_sim
-            scores.put("human", _ramp(f.effort_residual, cfg.effort_residual_nm), "hold" if blocked else "push",
-                       {**_common_evidence(f, w.ext_n), "stiffness_nm_per_rad": f"{w.stiffness:.0f}"})
+            _agent(f, cfg, w, scores)
+
+
+def _agent(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
+    """A person pushes or holds the arm: a stiff external load the sim lacks."""
+    speed_sim = _norm(f.sim_tip_velocity_m_s)
+    blocked = speed_sim > 0.05 and _norm(f.real_tip_velocity_m_s) < cfg.blocked_speed_ratio * speed_sim
+    scores.put("human", _ramp(f.effort_residual, cfg.effort_residual_nm), "hold" if blocked else "push",
+               {**_common_evidence(f, w.ext_n), "stiffness_nm_per_rad": f"{w.stiffness:.0f}"})
 
 
 def _sag_cos(f: TickFeatures) -> float:
@@ -340,6 +344,10 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
             "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}", "fit_explained": f"{fit.explained:.2f}",
             "fit_joint_delay_share": f"{fit.joint_delay_share:.3f}",
             "force_residual_n": f"{f.force_residual_n:.2f}"})
+    elif w.loaded and f.effort_residual > cfg.wrist_lever_max_m * w.ext_n:
+        # the joints carry more than the wrist force could give them on the arm's longest
+        # lever: a stiff load on a link (a person), not the contact at the tool
+        _agent(f, cfg, w, scores)
     elif s >= cfg.active_score and w.felt and f.contact_carry:
         scores.put(f.contact_carry, s, f.last_kind.get(f.contact_carry, ""),
                    {"carried_into_contact": "true", "force_residual_n": f"{f.force_residual_n:.2f}",

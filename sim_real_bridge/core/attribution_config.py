@@ -58,6 +58,9 @@ class AttributionConfig:
         felt_min_nm: a wrist force residual is "felt" (real, not a sensor artefact) when
             the effort residual is at least max(felt_min_nm, felt_lever_m * force).
         felt_lever_m: see felt_min_nm (a short lever: the sensor to the nearest joint).
+        wrist_lever_max_m: the longest lever a wrist force has on a joint (about the arm's
+            reach): in contact, a stiff load whose effort residual exceeds this times the
+            wrist force residual acts on a link (a person), not at the tool.
         external_stiffness_nm_per_rad: effort residual over joint residual at or above
             which a free-space load is external (an agent or payload held by the
             position loop) rather than actuation (gain, latency: low ratio).
@@ -125,6 +128,7 @@ class AttributionConfig:
     human_force_n: float = 4.0
     felt_min_nm: float = 1.0
     felt_lever_m: float = 0.15
+    wrist_lever_max_m: float = 1.2
     external_stiffness_nm_per_rad: float = 400.0
     ft_unfelt_force_n: float = 0.8
     payload_vertical_cos: float = 0.9
