@@ -76,6 +76,16 @@ def test_stiff_external_load_without_wrist_force_is_human() -> None:
     assert active(f) == {"human": "hold"}
 
 
+def test_a_stiff_residual_the_fit_explains_as_a_delay_is_the_actuation_not_a_person() -> None:
+    # seed 114: a 17 ms latency on arm7 (effort 1.5 N m per mrad, like a push) lags the
+    # joints by a delay the fit finds; a push's residual does not grow with the arm's speed
+    load = dict(joint_residual_rad=0.008, effort_residual=12.0)
+    lag = DelayFit(delay_s=0.03, gain=1.0, explained=0.99, identifiable=True)
+    assert set(active(feats(**load, fit=lag))) == {"dynamics"}
+    assert active(feats(**load, fit=DelayFit(delay_s=0.0, gain=1.0, explained=0.99, identifiable=True))) == {
+        "human": "push"}
+
+
 def test_a_light_push_on_a_link_near_the_base_is_a_person() -> None:
     # 15 N on a forearm link is 2-3 N m at the joints; a nominal run's free-space effort
     # residual stays under 0.5 N m on every built-in robot

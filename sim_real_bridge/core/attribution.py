@@ -291,7 +291,8 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
         _contact_rule(f, cfg, w, scores)
     elif not w.free:
         _contact_without_wrench(f, cfg, scores)
-    elif w.free and w.loaded:
+    elif w.free and w.loaded and not _lags(f.fit, cfg):
+        # (a load the fit explains as a delay moves with the arm's speed: the actuation's)
         if f.wrench_valid and w.ext_n >= cfg.ft_unfelt_force_n and w.weight:
             # a weight pulls the tool down (the sensor reads the table's push up as -z, a
             # weight's pull as +z) and sags it; a hand lifting or holding it up is not one
@@ -414,7 +415,14 @@ def _actuation_kind(fit: DelayFit, cfg: AttributionConfig) -> str:
     lagging by different delays (each its own loop's time constant) or a changed gain
     are a changed position-loop gain."""
     common = fit.joint_delay_share < cfg.gain_joint_delay_share
-    return "actuation_latency" if fit.delay_s >= 0.02 and abs(fit.gain - 1) < 0.2 and common else "gain"
+    return "actuation_latency" if fit.delay_s >= cfg.latency_min_s and abs(fit.gain - 1) < 0.2 and common else "gain"
+
+
+def _lags(fit: DelayFit | None, cfg: AttributionConfig) -> bool:
+    """The joints lag their twins by a delay the fit explains, with the gain kept: a
+    residual that grows and fades with the arm's speed, which an external load does not."""
+    return (fit is not None and fit.identifiable and fit.delay_s >= cfg.latency_min_s and abs(fit.gain - 1) < 0.2
+            and fit.explained >= cfg.dynamics_min_explained)
 
 
 def _contact_kind(f: TickFeatures, cfg: AttributionConfig, along: Sequence[float]) -> str:

@@ -57,6 +57,8 @@ class AttributionConfig:
             ``obstacle_ee_error_m``, is an unmodelled obstacle.
         felt_min_nm: a wrist force residual is "felt" (real, not a sensor artefact) when
             the effort residual is at least max(felt_min_nm, felt_lever_m * force).
+        latency_min_s: a fitted delay at least this long (with the gain kept) is a lag
+            of the actuation: a free-space load it explains is no external load.
         felt_lever_m: see felt_min_nm (a short lever: the sensor to the nearest joint).
         wrist_lever_max_m: the longest lever a wrist force has on a joint (about the arm's
             reach): in contact, a stiff load whose effort residual exceeds this times the
@@ -127,6 +129,7 @@ class AttributionConfig:
     contact_depth_min_m: float = 0.0002
     human_force_n: float = 4.0
     felt_min_nm: float = 1.0
+    latency_min_s: float = 0.02
     felt_lever_m: float = 0.15
     wrist_lever_max_m: float = 1.2
     external_stiffness_nm_per_rad: float = 400.0
