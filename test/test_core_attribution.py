@@ -212,6 +212,22 @@ def test_without_a_wrist_sensor_a_contact_gap_shows_in_the_joint_efforts() -> No
     assert active(feats(**contact, **displaced)) == {}
 
 
+def test_sliding_a_residual_at_the_sims_friction_ratio_is_the_surface_off_it_the_friction() -> None:
+    # the sim's tool slides at 0.3 m/s pressing 20 N with 9.4 N of drag (ratio 0.47)
+    sliding = dict(sim_contact_recent=True, sim_contact=True, sim_force_n=22.1, effort_residual=8.0,
+                   joint_residual_rad=0.004, sim_contact_force_n=np.array([0.0, 9.4, -20.0]),
+                   sim_tip_velocity_m_s=np.array([0.0, 0.3, 0.0]), real_tip_velocity_m_s=np.array([0.0, 0.3, 0.0]))
+    # 18 N more normal force and 8.5 N more drag: the same law, a stiffer table
+    assert active(feats(**sliding, force_residual_n=19.9, external_force_n=np.array([0.0, 8.5, -18.0]))) == {
+        "contact": "stiffness"}
+    # 8 N more normal force with 17 N more drag (seed 33 at full speed): the friction changed
+    assert active(feats(**sliding, force_residual_n=18.8, external_force_n=np.array([0.0, 17.0, -8.0]))) == {
+        "contact": "friction"}
+    # (seed 83 mid-stroke: a normal residual above the drag, still off the sim's ratio)
+    assert active(feats(**sliding, force_residual_n=21.0, external_force_n=np.array([0.0, 15.0, -17.0]))) == {
+        "contact": "friction"}
+
+
 def test_in_contact_the_tool_depth_tells_a_changed_surface_from_a_changed_load() -> None:
     # the tool presses 15 N less on the table (the sensor reads the table's push as -z)
     contact = dict(sim_contact_recent=True, sim_contact=True, sim_force_n=40.0, force_residual_n=15.0,

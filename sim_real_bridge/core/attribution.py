@@ -95,6 +95,8 @@ class TickFeatures:
     force_residual_n: float = 0.0
     torque_residual_nm: float = 0.0
     sim_force_n: float = 0.0
+    #: the sim's contact force beyond the tool's weight (N, world, the sensor's sign)
+    sim_contact_force_n: Sequence[float] = (0.0, 0.0, 0.0)
     external_force_n: Sequence[float] = (0.0, 0.0, 0.0)
     wrench_valid: bool = False
     sim_contact: bool = False
@@ -432,9 +434,19 @@ def _contact_kind(f: TickFeatures, cfg: AttributionConfig, along: Sequence[float
     at the object (what it pushes weighs more or less than modelled)."""
     normal = abs(float(along[2]))
     tangential = math.hypot(float(along[0]), float(along[1]))
-    if not math.isfinite(normal + tangential) or normal >= tangential:
+    if not math.isfinite(normal + tangential):
         return "stiffness"
-    return "object_mass" if f.real_tool_object_m < cfg.object_touch_m else "friction"
+    if tangential > normal and f.real_tool_object_m < cfg.object_touch_m:
+        return "object_mass"
+    sim = f.sim_contact_force_n
+    sim_normal, sim_tangential = abs(float(sim[2])), math.hypot(float(sim[0]), float(sim[1]))
+    if _norm(f.sim_tip_velocity_m_s) >= cfg.contact_sliding_m_s and sim_normal > 0 and normal > 0:
+        # sliding, the modelled friction sets tangential/normal: a changed surface changes
+        # both at that ratio, a changed friction breaks it
+        friction_ratio = sim_tangential / sim_normal
+        off = abs(tangential / normal - friction_ratio) > cfg.friction_ratio_tolerance * friction_ratio
+        return "friction" if off else "stiffness"
+    return "stiffness" if normal >= tangential else "friction"
 
 
 def _unauthored_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:

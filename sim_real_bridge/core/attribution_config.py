@@ -47,6 +47,11 @@ class AttributionConfig:
             contact begins, after an active run of at least ``contact_carry_min_s``, is
             carried through that contact phase.
         contact_carry_min_s: see contact_carry_s (a flicker of a cause is not carried).
+        contact_sliding_m_s: the sim's tool moving this fast in contact slides: the kind of a
+            contact residual is then read from its tangential/normal ratio against the sim's
+            own (the modelled friction coefficient).
+        friction_ratio_tolerance: a residual whose tangential/normal ratio departs from the
+            sim's by more than this share of it is friction, else stiffness.
         contact_depth_min_m: in contact, a tool height offset (real minus sim) this large
             tells a changed surface (depth and force change oppositely) from a changed load
             on it (together: no contact gap); below it the force residual is contact's.
@@ -127,6 +132,8 @@ class AttributionConfig:
     contact_carry_min_s: float = 0.2
     contact_actuation_rad: float = 0.02
     contact_depth_min_m: float = 0.0002
+    contact_sliding_m_s: float = 0.1
+    friction_ratio_tolerance: float = 0.3
     human_force_n: float = 4.0
     felt_min_nm: float = 1.0
     latency_min_s: float = 0.02

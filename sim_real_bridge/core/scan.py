@@ -205,7 +205,7 @@ def noise_levels(grid: Grid, state: NoiseState, alpha: float) -> dict[str, np.nd
 
 
 def _contact(state: ScanState, cfg: ScanConfig, frame_world: bool, sim_force: list[float],
-             real_force: list[float], sim_ok: bool, real_ok: bool) -> float:
+             real_force: list[float], sim_ok: bool, real_ok: bool) -> tuple[float, float, float]:
     """Update the tool weight and both sides' contact; returns the sim's force beyond the weight."""
     weight = state.tool_weight_n[frame_world]
     if sim_ok:
@@ -216,10 +216,11 @@ def _contact(state: ScanState, cfg: ScanConfig, frame_world: bool, sim_force: li
             weight = tuple((1 - a) * w + a * f for w, f in zip(weight, sim_force, strict=True))
         state.tool_weight_n[frame_world] = weight
     base = weight or (0.0, 0.0, 0.0)
-    sim_beyond = 0.0
+    sim_beyond = (0.0, 0.0, 0.0)
     if sim_ok:
-        sim_beyond = math.dist(sim_force, base)
-        state.sim_contact = sim_beyond > (cfg.contact_release_n if state.sim_contact else cfg.contact_force_n)
+        sim_beyond = (sim_force[0] - base[0], sim_force[1] - base[1], sim_force[2] - base[2])
+        state.sim_contact = math.hypot(*sim_beyond) > (cfg.contact_release_n if state.sim_contact
+                                                       else cfg.contact_force_n)
     if real_ok:
         real_beyond = math.dist(real_force, base)
         state.real_contact = real_beyond > (cfg.contact_release_n if state.real_contact else cfg.contact_force_n)
@@ -387,8 +388,9 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
     """One grid time: the state's update, then the attribution."""
     t = row["t"]
     valid = row["valid"]
-    sim_force_n = _contact(state, cfg, row["frame_world"], row["sim_force"], row["real_force"],
-                           row["sim_ok"], row["real_ok"])
+    sim_contact_force = _contact(state, cfg, row["frame_world"], row["sim_force"], row["real_force"],
+                                 row["sim_ok"], row["real_ok"])
+    sim_force_n = math.hypot(*sim_contact_force)
     if state.sim_contact:
         state.sim_contact_last_ns = t
     recent = state.sim_contact_last_ns is not None and t - state.sim_contact_last_ns <= cfg.contact_recent_ns
@@ -414,7 +416,7 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         t_ns=t, joints_valid=valid, joint_residual_rad=row["joint_residual_rad"],
         effort_residual=row["effort_residual"], joint_noise_rad=row["joint_noise_rad"],
         effort_noise=row["effort_noise"], force_residual_n=row["force_residual_n"],
-        torque_residual_nm=row["torque_residual_nm"], sim_force_n=sim_force_n,
+        torque_residual_nm=row["torque_residual_nm"], sim_force_n=sim_force_n, sim_contact_force_n=sim_contact_force,
         external_force_n=row["external_force_n"], wrench_valid=row["wrench_valid"],
         sim_contact=state.sim_contact, sim_contact_recent=recent, real_contact=state.real_contact,
         sim_tip_velocity_m_s=grid.sim_tip_velocity_m_s[k], real_tip_velocity_m_s=grid.real_tip_velocity_m_s[k],
