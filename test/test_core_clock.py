@@ -68,6 +68,24 @@ def test_the_freshest_stream_sets_the_offset_however_late_another_is() -> None:
     assert delays["late"]["p50"] <= delays["late"]["p99"] <= delays["late"]["max"]
 
 
+def test_a_stream_whose_stamps_jitter_does_not_pull_the_others_early() -> None:
+    # joint states at 100 Hz with clean stamps; a 25 Hz pose whose stamps jitter by 6 ms
+    # (seed 251): its early stamps look like fresh deliveries
+    joints = _stream(3000, seed=6)
+    pose_stamp, pose_recv = _stream(750, period_ns=40 * MS, seed=7)
+    noise = np.random.default_rng(8).normal(0.0, 6 * MS, len(pose_stamp)).astype(np.int64)
+    ids, stamp, recv = _merge(joints, (pose_stamp + noise, pose_recv))
+    floor = OFFSET_NS + DELAY_NS
+    late = (ids == 0) & (recv > recv[0] + 15 * S)  # once the envelope has climbed back
+    for batch in (100, len(ids)):  # live ticks, and a recording handed over at once
+        clock = ClockMap(LEAK, RESET_NS)
+        mapped = np.concatenate([clock.map(ids[lo:lo + batch], stamp[lo:lo + batch], recv[lo:lo + batch])[0]
+                                 for lo in range(0, len(ids), batch)])
+        err = (mapped - (stamp + floor))[late]
+        assert np.abs(err).max() < 1 * MS, (batch, np.abs(err).max())
+        assert clock.resets == 0
+
+
 def test_the_envelope_follows_a_slow_clock() -> None:
     # The side's clock runs 200 ppm slow: recv - stamp grows 4 ms over 20 s. A fixed offset
     # would end 4 ms off; the leaky envelope (2000 ppm) keeps up.

@@ -7,7 +7,11 @@ envelope is leaky (it may rise by ``leak`` seconds per second) so it follows dri
 
     offset_k = min(offset_{k-1} + leak * (recv_k - recv_{k-1}), recv_k - stamp_k)
 
-which over a batch is a cumulative minimum (no loop). A clock reset is read from each
+which over a batch is a cumulative minimum (no loop). A stream whose stamps jitter
+would pull that floor down by its noise's extremes and map every other stream early:
+a stream whose recent ``recv - stamp`` spreads more than ``SPREAD_FACTOR`` times the
+quietest stream's (and over ``SPREAD_FLOOR_NS``) is mapped but does not lower the
+envelope (delivery delays of a clean stream spread by a millisecond or less). A clock reset is read from each
 stream's own stamps: a stamp going back by more than ``reset_ns``, or running ahead of
 the receive clock by more than that and into the envelope's future, crossed a clock
 discontinuity. The first stream to cross opens a new epoch (counted, envelope started
@@ -25,6 +29,12 @@ import numpy as np
 DELAYS_KEPT = 2000
 #: Delays of the side whose spread is the offset's uncertainty.
 SPREAD_WINDOW = 500
+#: Recent ``recv - stamp`` per stream whose spread says whether its stamps jitter.
+STREAM_WINDOW = 200
+#: A stream spreading this many times the quietest stream's (and over the floor) does
+#: not set the envelope.
+SPREAD_FACTOR = 3.0
+SPREAD_FLOOR_NS = 1_000_000
 _MAX_EPOCHS = 4
 
 
@@ -49,6 +59,7 @@ class ClockMap:
         self._epochs: dict[int, _Epoch] = {}
         self._stream_epoch: dict[int, int] = {}
         self._last: dict[int, tuple[int, int]] = {}  # stream -> (stamp, recv) of its newest sample
+        self._raw_delays: dict[int, np.ndarray] = {}  # stream -> its last STREAM_WINDOW recv - stamp
         # One row per mapped sample, in receive order: when, the newest epoch's offset
         # after it, its delay beyond the envelope, its stream.
         self._recv = np.zeros(0, dtype=np.int64)
@@ -172,21 +183,50 @@ class ClockMap:
         newest = max(self._epochs)
         newest_before = self._epochs[newest].offset_ns
         epochs = self._epochs_of(stream_ids, newest)
+        setters = ~self._jittery_rows(stream_ids, recv_ns - stamp_ns)
         for epoch_id in np.unique(epochs).tolist():
             rows = np.flatnonzero(epochs == epoch_id)
             epoch = self._epochs[epoch_id]
             recv = recv_ns[rows]
             climb = (self.leak * (recv - epoch.last_recv_ns).clip(min=0)).astype(np.int64)
-            envelope = climb + np.minimum(epoch.offset_ns, np.minimum.accumulate(recv - stamp_ns[rows] - climb))
+            floor = np.where(setters[rows], recv - stamp_ns[rows] - climb, np.iinfo(np.int64).max)
+            envelope = climb + np.minimum(epoch.offset_ns, np.minimum.accumulate(floor))
             out[rows] = stamp_ns[rows] + envelope
             epoch.offset_ns, epoch.last_recv_ns = int(envelope[-1]), max(epoch.last_recv_ns, int(recv[-1]))
         for stream_id in np.unique(stream_ids).tolist():
-            last = int(np.flatnonzero(stream_ids == stream_id)[-1])
-            self._last[stream_id] = (int(stamp_ns[last]), int(recv_ns[last]))
+            own = np.flatnonzero(stream_ids == stream_id)
+            self._last[stream_id] = (int(stamp_ns[own[-1]]), int(recv_ns[own[-1]]))
+            raw = np.concatenate((self._raw_delays.get(stream_id, np.zeros(0, np.int64)), recv_ns[own] - stamp_ns[own]))
+            self._raw_delays[stream_id] = raw[-STREAM_WINDOW:]
         # The newest epoch's offset after each row (rows of older epochs carry it forward).
         at = np.where(epochs == newest, np.arange(len(out)), -1)
         np.maximum.accumulate(at, out=at)
         offsets[:] = np.where(at >= 0, (out - stamp_ns)[np.maximum(at, 0)], newest_before)
+
+    def _jittery_rows(self, stream_ids: np.ndarray, raw_ns: np.ndarray) -> np.ndarray:
+        """(m,) whether each row's stream, as it stood at that row, spreads its
+        ``recv - stamp`` over the last STREAM_WINDOW rows far more than the quietest
+        stream of the side does (its stamps jitter)."""
+        m = len(stream_ids)
+        filled = []  # per stream: its spread as it stood at each row of the batch (NaN unknown)
+        own = np.full(m, np.nan)
+        for stream_id in np.unique(np.concatenate((stream_ids, list(self._raw_delays)))).tolist():
+            history = self._raw_delays.get(stream_id, np.zeros(0, np.int64))
+            rows = np.flatnonzero(stream_ids == stream_id)
+            raw = np.concatenate((history, raw_ns[rows]))
+            spread = _rolling_std(raw, STREAM_WINDOW, STREAM_WINDOW // 4)
+            before = spread[len(history) - 1] if len(history) else np.nan
+            own[rows] = spread[len(history):]
+            at = np.full(m, -1)
+            at[rows] = np.arange(len(rows))
+            np.maximum.accumulate(at, out=at)
+            filled.append(np.where(at >= 0, spread[len(history):][np.maximum(at, 0)] if len(rows) else before, before))
+        spreads = np.vstack(filled) if filled else np.full((1, m), np.nan)
+        known = np.isfinite(spreads)
+        quietest = np.min(np.where(known, spreads, np.inf), axis=0)
+        limit = np.maximum(SPREAD_FACTOR * quietest, SPREAD_FLOOR_NS)
+        with np.errstate(invalid="ignore"):
+            return (known.sum(axis=0) >= 2) & (own > limit)
 
     def _epochs_of(self, stream_ids: np.ndarray, newest: int) -> np.ndarray:
         """(m,) the epoch of each sample's stream; streams new (or of a forgotten epoch) join the newest."""
@@ -211,6 +251,7 @@ class ClockMap:
                 del self._epochs[old]
         self._stream_epoch[stream_id] = epoch
         self._last.pop(stream_id, None)
+        self._raw_delays.pop(stream_id, None)  # (its recv - stamp jumped with the reset)
 
     def _keep_history(self, stream_ids: np.ndarray, recv_ns: np.ndarray, delay_ns: np.ndarray,
                       offsets: np.ndarray) -> None:
@@ -221,3 +262,17 @@ class ClockMap:
         delay_s = delay_ns * 1e-9
         self._delay_sums = np.concatenate((self._delay_sums, self._delay_sums[-1] + np.cumsum(delay_s)))
         self._delay_squares = np.concatenate((self._delay_squares, self._delay_squares[-1] + np.cumsum(delay_s * delay_s)))
+
+
+def _rolling_std(values: np.ndarray, window: int, minimum: int) -> np.ndarray:
+    """(n,) std of the last ``window`` values up to each (NaN with fewer than ``minimum``)."""
+    x = (values - values[0]).astype(float) if len(values) else np.zeros(0)
+    sums = np.concatenate(([0.0], np.cumsum(x)))
+    squares = np.concatenate(([0.0], np.cumsum(x * x)))
+    end = np.arange(1, len(x) + 1)
+    start = np.maximum(end - window, 0)
+    count = end - start
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (sums[end] - sums[start]) / count
+        var = (squares[end] - squares[start]) / count - mean * mean
+    return np.where(count >= minimum, np.sqrt(np.maximum(var, 0.0)), np.nan)
