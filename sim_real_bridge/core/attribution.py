@@ -48,6 +48,8 @@ bench/attribution_eval.py):
   nothing) is a stiff external load exactly like a push on a link: it is reported as
   ``human``. An obstacle touching the tool is ``unauthored``; the brief link contact
   before it is absorbed by the human min-duration and the unauthored tail.
+- in a push, the box's friction on the table and its mass give the same force (mu m g):
+  a friction change during a push is reported as ``object_mass``.
 - contact gaps show only in contact, obstacles only when reached: the stand-in's truth
   starts there (``effect_start_s``), since before it nothing differs to detect.
 - a payload, or a gain or latency change too small to move the joints by
@@ -293,7 +295,7 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
         _contact_rule(f, cfg, w, scores)
     elif not w.free:
         _contact_without_wrench(f, cfg, scores)
-    elif w.free and w.loaded and not _lags(f.fit, cfg):
+    elif w.loaded and not _lags(f.fit, cfg):
         # (a load the fit explains as a delay moves with the arm's speed: the actuation's)
         if f.wrench_valid and w.ext_n >= cfg.ft_unfelt_force_n and w.weight:
             # a weight pulls the tool down (the sensor reads the table's push up as -z, a
@@ -431,7 +433,8 @@ def _contact_kind(f: TickFeatures, cfg: AttributionConfig, along: Sequence[float
     """What of the contact model a residual along ``along`` (world; the wrist force, or
     without one the tool's displacement) points at: along the table's normal (world z) its
     stiffness; along the surface its friction, or the object's mass while the real tool is
-    at the object (what it pushes weighs more or less than modelled)."""
+    at the object (what it pushes weighs more or less than modelled). While the tool
+    slides, against the sim's own ratio of drag to normal force (see below)."""
     normal = abs(float(along[2]))
     tangential = math.hypot(float(along[0]), float(along[1]))
     if not math.isfinite(normal + tangential):
