@@ -134,8 +134,13 @@ def test_a_starved_monitor_reports_its_lag_and_resumes_output_within_a_second(ru
     resumed = _grid_after(run, released)
     missing = (resumed[0] - before[-1]) // GRID_NS - 1
     assert missing == dropped
-    # Once caught up, the status goes back to OK.
-    assert reported[-1][0] == b"\x00", reported[-1]
+    # Once caught up, the status goes back to OK. How soon depends on the CPU this test
+    # shares with the monitor (same process): a loaded machine gets up to 10 s more.
+    for _ in range(20):
+        if run.lag and run.lag[-1][1] == b"\x00":
+            break
+        run.play(0.5)
+    assert run.lag[-1][1] == b"\x00", run.lag[-1]
 
 
 def test_a_short_stall_is_caught_up_and_warned_without_a_gap(run: StarvedRun) -> None:

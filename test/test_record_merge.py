@@ -67,3 +67,20 @@ def test_demo_refuses_an_existing_record_directory_before_starting(tmp_path: Pat
     with pytest.raises(SimRealBridgeError, match="cannot record to .*bag: it exists already"):
         run_demo(DemoRequest(scenario="nominal", record_dir=tmp_path / "bag", out_dir=tmp_path / "out", live=False))
     assert not (tmp_path / "out" / "logs").exists()
+
+
+def test_the_demo_recorder_leaves_the_monitors_recorded_inputs_to_the_monitor() -> None:
+    """The merge drops the recorder's copies of the monitor's inputs: it does not take them at all."""
+    pytest.importorskip("rclpy", reason="the recorder subscribes with rclpy")
+    from sim_real_bridge.ros.graph import GraphOptions, demo_graph
+    from sim_real_bridge.ros.recorder import monitor_input_topics, recorded_topics
+
+    specs = demo_graph(GraphOptions(config_dir=Path(__file__).resolve().parents[1] / "config",
+                                    sim_namespace="/twin", real_namespace="/robot"))
+    skip = monitor_input_topics(specs)
+    assert skip == {f"{ns}/{stream}" for ns in ("/twin", "/robot")
+                    for stream in ("joint_states", "wrench", "ee_pose", "object_pose")}
+    recorded = {topic.name for topic in recorded_topics(specs, skip)}
+    assert not recorded & skip
+    # Everything else still is: commands, the stand-in's labels, the monitor's outputs.
+    assert {"/twin/joint_trajectory", "/reality/injections", "/divergence/joints", "/divergence/events"} <= recorded

@@ -213,9 +213,11 @@ def _merge_recording(inputs_bag: Path, recorder_bag: Path, record_dir: Path) -> 
 
 
 def _start_recorder(node: Any, record_dir: Path, specs: list) -> Any:
-    from sim_real_bridge.ros.recorder import TopicRecorder
+    from sim_real_bridge.ros.recorder import TopicRecorder, monitor_input_topics
 
-    return TopicRecorder(node, record_dir, specs)
+    # The monitor records its own inputs (merged in afterwards): recording them here too
+    # would compete with it for the CPU.
+    return TopicRecorder(node, record_dir, specs, skip=monitor_input_topics(specs))
 
 
 @dataclass

@@ -9,7 +9,7 @@ Python message built) and written with the receive time as log time, as
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,30 +45,48 @@ def message_class(type_name: str) -> type:
         raise ConfigError(f"message type {type_name} is not installed: {error}") from None
 
 
-def recorded_topics(specs: Sequence[NodeSpec]) -> list[TopicSpec]:
-    """Every topic the nodes publish, plus :data:`EXTRA_TOPICS`, once each."""
+#: The monitor's streams it records itself, with its receive times (``record_inputs_path``).
+MONITOR_RECORDED_STREAMS = ("joint_states", "wrench", "ee_pose", "object_pose")
+
+
+def monitor_input_topics(specs: Sequence[NodeSpec]) -> frozenset[str]:
+    """The topics the graph's divergence_monitor records in its own input recording.
+
+    Their copies in the demo's recording would be thrown away at the merge; recording
+    them twice costs the demo process as much CPU as the monitor's own input thread.
+    """
+    return frozenset(
+        target for spec in specs if spec.executable == "divergence_monitor"
+        for source, target in spec.remappings if source.rsplit("/", 1)[-1] in MONITOR_RECORDED_STREAMS
+    )
+
+
+def recorded_topics(specs: Sequence[NodeSpec], skip: Collection[str] = ()) -> list[TopicSpec]:
+    """Every topic the nodes publish, plus :data:`EXTRA_TOPICS`, once each, except ``skip``."""
     topics: dict[str, TopicSpec] = {}
     for topic in [t for spec in specs for t in spec.publishes] + list(EXTRA_TOPICS):
-        topics.setdefault(topic.name, topic)
+        if topic.name not in skip:
+            topics.setdefault(topic.name, topic)
     return list(topics.values())
 
 
 class TopicRecorder:
     """Raw subscriptions on ``node`` that write every message to one bag."""
 
-    def __init__(self, node: Any, out_dir: Path, specs: Sequence[NodeSpec]) -> None:
+    def __init__(self, node: Any, out_dir: Path, specs: Sequence[NodeSpec], skip: Collection[str] = ()) -> None:
         """Opens ``out_dir`` as a rosbag2 bag directory and subscribes.
 
         Args:
             node: The rclpy node to subscribe on.
             out_dir: Bag directory to create (must not exist).
             specs: The graph whose topics are recorded.
+            skip: Topics not to record (another recording holds them).
         """
         self._node = node
         self._writer = BagWriter(Path(out_dir), build_typestore())
         self._writer.open()
         self._subscriptions = []
-        for topic in recorded_topics(specs):
+        for topic in recorded_topics(specs, skip):
             self._writer.add_topic(topic.name, topic.msg_type)
             self._subscriptions.append(
                 node.create_subscription(
