@@ -124,28 +124,32 @@ def test_sigterm_alone_is_a_clean_stop(tmp_path: Path, repo_root: Path) -> None:
     assert "stopped by SIGTERM: shut down cleanly" in err
 
 
-def test_a_stop_signal_whose_interrupt_is_swallowed_still_ends_the_node() -> None:
-    """As when the KeyboardInterrupt lands in a finalizer, where Python drops it."""
+def test_a_stop_signal_during_a_callback_lets_it_finish_then_ends_the_node() -> None:
+    """While spinning a stop signal raises nothing (a KeyboardInterrupt could land inside
+    the executor's construction of a Task, or in a finalizer where Python drops it): the
+    callback finishes, then the node ends and writes its summary."""
     from rclpy.node import Node
     from rclpy.signals import SignalHandlerOptions
 
     from sim_real_bridge.ros import spinning
 
-    class Swallowing(Node):
+    class Probe(Node):
         def __init__(self) -> None:
-            super().__init__("swallowing_probe")
-            self.swallowed = 0
+            super().__init__("signal_probe")
+            self.finished = 0
+            self.interrupted_inside = 0
             self.summaries = 0
             self.create_timer(0.01, self._fire)
 
         def _fire(self) -> None:
-            if self.swallowed:
+            if self.finished:
                 return
             try:
                 os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(1.0)  # the handler runs here and raises
+                time.sleep(0.3)  # a handler that raised would interrupt this sleep
+                self.finished += 1
             except KeyboardInterrupt:
-                self.swallowed += 1
+                self.interrupted_inside += 1
 
         def log_summary(self) -> None:
             self.summaries += 1
@@ -153,21 +157,22 @@ def test_a_stop_signal_whose_interrupt_is_swallowed_still_ends_the_node() -> Non
     handlers = {sig: signal.getsignal(sig) for sig in spinning.STOP_SIGNALS}
     spinning._interrupted.clear()
     rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
-    nodes: list[Swallowing] = []
+    nodes: list[Probe] = []
 
-    def factory() -> Swallowing:
-        nodes.append(Swallowing())
+    def factory() -> Probe:
+        nodes.append(Probe())
         return nodes[0]
 
     try:
-        status = spinning.run_node(factory, "swallowing_probe")
+        status = spinning.run_node(factory, "signal_probe")
     finally:
         rclpy.try_shutdown()
         spinning._interrupted.clear()
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
     assert status == 0
-    assert nodes[0].swallowed == 1 and nodes[0].summaries == 1
+    assert nodes[0].interrupted_inside == 0, "the stop signal raised inside the callback"
+    assert nodes[0].finished == 1 and nodes[0].summaries == 1
 
 
 def test_a_stop_signal_during_executor_construction_waits_until_it_is_built() -> None:

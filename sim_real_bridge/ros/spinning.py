@@ -45,6 +45,12 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _note_stop(signum: int, frame: Any) -> None:
+    ignore_stop_signals()
+    _interrupted.set()
+    _stop_signal.append(signal.Signals(signum).name)
+
+
 def ignore_stop_signals() -> None:
     """Ignore SIGINT and SIGTERM from now on, through interpreter exit."""
     for signum in STOP_SIGNALS:
@@ -128,6 +134,11 @@ def _spin(node: Node) -> None:
     with _stop_signals_deferred():
         executor = rclpy.get_global_executor()
     executor.add_node(node)
+    # While spinning a stop signal only sets the flag: raised, its KeyboardInterrupt could
+    # land inside the construction of the executor's next Task, whose __del__ then prints
+    # an AttributeError traceback. The loop sees the flag once the current callback returns.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _note_stop)
     try:
         while executor.context.ok() and not _interrupted.is_set():
             executor.spin_once()
