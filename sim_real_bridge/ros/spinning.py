@@ -1,9 +1,10 @@
 """Running one node until Ctrl-C, SIGTERM or external shutdown: the same for every node.
 
 Each executable calls ``rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)``
-and then :func:`run_node`: our own handlers turn the first SIGINT or SIGTERM into
-KeyboardInterrupt, so the context stays valid until the node has written what it
-writes on the way out (summaries, the last events) and been destroyed.
+and then :func:`run_node`: our own handlers turn the first SIGINT or SIGTERM into a
+stop (a flag the spin loop checks after each callback while spinning, KeyboardInterrupt
+before), so the context stays valid until the node has written what it writes on the
+way out (summaries, the last events) and been destroyed.
 
 Ctrl-C in a terminal running ``ros2 launch`` delivers SIGINT twice to every node (once
 to the process group from the terminal, once forwarded by launch), 20 to 50 ms apart,
