@@ -17,6 +17,7 @@ from sim_real_bridge.capture.bag_writer import BagWriter
 from sim_real_bridge.capture.typestore import build_typestore
 from sim_real_bridge.errors import ConfigError
 from sim_real_bridge.ros.graph import NodeSpec, TopicSpec
+from sim_real_bridge.ros.monitor_inputs import SIDES, STREAMS
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 #: Topics recorded besides those the graph's nodes declare.
@@ -45,19 +46,22 @@ def message_class(type_name: str) -> type:
         raise ConfigError(f"message type {type_name} is not installed: {error}") from None
 
 
-#: The monitor's streams it records itself, with its receive times (``record_inputs_path``).
-MONITOR_RECORDED_STREAMS = ("joint_states", "wrench", "ee_pose", "object_pose")
+def _monitor_stream(name: str) -> bool:
+    """Whether a remapped name is one of the monitor's ``<side>/<stream>`` inputs."""
+    side, _, stream = name.partition("/")
+    return side in SIDES and stream in STREAMS
 
 
 def monitor_input_topics(specs: Sequence[NodeSpec]) -> frozenset[str]:
-    """The topics the graph's divergence_monitor records in its own input recording.
+    """The topics the graph's divergence_monitor records in its own input recording (its
+    :data:`~sim_real_bridge.ros.monitor_inputs.STREAMS`, remapped by the graph).
 
     Their copies in the demo's recording would be thrown away at the merge; recording
     them twice costs the demo process as much CPU as the monitor's own input thread.
     """
     return frozenset(
         target for spec in specs if spec.executable == "divergence_monitor"
-        for source, target in spec.remappings if source.rsplit("/", 1)[-1] in MONITOR_RECORDED_STREAMS
+        for source, target in spec.remappings if _monitor_stream(source)
     )
 
 

@@ -38,18 +38,16 @@ _interrupted = threading.Event()
 _stop_signal: list[str] = []
 
 
-def _interrupt(signum: int, frame: Any) -> None:
+def _note_stop(signum: int, frame: Any) -> None:
     # Ignore first: a second signal arriving while this handler runs is then ignored too.
     ignore_stop_signals()
     _interrupted.set()
     _stop_signal.append(signal.Signals(signum).name)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    _note_stop(signum, frame)
     raise KeyboardInterrupt
-
-
-def _note_stop(signum: int, frame: Any) -> None:
-    ignore_stop_signals()
-    _interrupted.set()
-    _stop_signal.append(signal.Signals(signum).name)
 
 
 def ignore_stop_signals() -> None:
@@ -125,12 +123,9 @@ def run_node(node_factory: Callable[[], Node], name: str, before_spin: Callable[
 
 
 def _spin(node: Node) -> None:
-    """rclpy.spin, that also ends on a stop signal whose KeyboardInterrupt got lost.
+    """rclpy.spin, ended by the flag a stop signal sets, checked after every callback.
 
-    Python drops an exception raised in a finalizer (``__del__``, which rclpy's tasks
-    have) with a message, so the interrupt can land where nothing sees it; the flag the
-    handler set is checked after every callback. (No timeout for spin_once: with one,
-    rclpy creates a timer for every wait.)
+    (No timeout for spin_once: with one, rclpy creates a timer for every wait.)
     """
     with _stop_signals_deferred():
         executor = rclpy.get_global_executor()
