@@ -183,9 +183,11 @@ def live(streams: list[Stream], config: EngineConfig | None = None, on_message: 
     outs, ticks = [], []
 
     def tick(now: int) -> None:
+        unpaired = engine.next_grid_ns is None
         out = engine.advance(now)
         outs.append(out)
-        if out.analysed or out.skipped or (out.joints is not None and len(out.joints)):
+        if (out.analysed or out.skipped or (out.joints is not None and len(out.joints))
+                or (unpaired and engine.next_grid_ns is not None)):
             ticks.append(now)
 
     for recv, k, i in order:
@@ -620,6 +622,31 @@ def test_a_start_up_backlog_of_one_sides_joints_live_equals_replay() -> None:
     assert replay_run.summary["events"] == []
     assert np.nanmax(np.abs(replay_run.position_residual_rad)) < 2e-3
     assert_live_equals_replay(live(streams), replay_run)
+
+
+def test_a_stale_start_up_backlog_mapped_early_later_does_not_move_the_first_grid_time() -> None:
+    # The real joints' first sample comes 0.3 s late, alone: with nothing fresher from the
+    # real side yet it maps late, and live fixes the first grid time from it at its next
+    # tick. The real wrench then starts fresh (lowering the clock offset), so the rest of
+    # the joints' backlog, received after it, maps 0.3 s earlier: replay, which has every
+    # sample at once, must still start where live did.
+    streams = make_recording(Scenario(duration_s=3.0))
+    real = next(s for s in streams if (s.side, s.kind) == ("real", "joint_states"))
+    t_ns = real.recv_ns - T0_RECV_NS
+    real.recv_ns = real.recv_ns.copy()
+    real.recv_ns[0] = T0_RECV_NS + 300 * MS
+    backlog = (t_ns < 300 * MS) & (np.arange(len(t_ns)) > 0)
+    real.recv_ns[backlog] = T0_RECV_NS + 365 * MS + 20_000 * np.arange(backlog.sum())
+    real.recv_ns = np.maximum.accumulate(real.recv_ns)
+    wrench = next(i for i, s in enumerate(streams) if (s.side, s.kind) == ("real", "wrench"))
+    later = streams[wrench].recv_ns >= T0_RECV_NS + 345 * MS
+    streams[wrench] = replace(streams[wrench], stamp_ns=streams[wrench].stamp_ns[later],
+                              recv_ns=streams[wrench].recv_ns[later],
+                              values={k: v[later] for k, v in streams[wrench].values.items()})
+    live_run = live(streams)
+    for replay_run in (replay(streams), replay(streams, ticks_ns=np.array(live_run.ticks_ns))):
+        assert replay_run.joints_t_ns[0] == live_run.joints_t_ns[0]
+        assert_live_equals_replay(live_run, replay_run, ("events", "joints"))
 
 
 def test_a_late_stream_that_is_lost_is_judged_live_as_in_replay() -> None:

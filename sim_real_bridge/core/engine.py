@@ -323,12 +323,20 @@ class DivergenceEngine:
         if self.next_grid_ns is not None and self.segments:
             # After a gap in the recording: start where the data resumes, not in the gap.
             self.next_grid_ns = max(self.next_grid_ns, self._next_after(int(ticks[0]) - backlog_ns))
-        candidates = self._candidates(int(ticks[-1]))
-        if candidates is None or not len(candidates):
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.intp)
-        ready = ready_times(candidates, self.inputs.waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
+        none = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.intp)
+        if self.joints is None:
+            return none
         # Live, nothing is analysed before both sides' joints were received (they must pair first).
         paired_ns = max(self.sides[side].joints.first_recv_ns for side in SIDES)  # type: ignore[union-attr]
+        if self.next_grid_ns is None:
+            first_tick = int(np.searchsorted(ticks, paired_ns, side="left"))
+            if first_tick == len(ticks):
+                return none
+            self.next_grid_ns = self._grid_origin(int(ticks[first_tick]))
+        candidates = self._candidates(int(ticks[-1]))
+        if candidates is None or not len(candidates):
+            return none
+        ready = ready_times(candidates, self.inputs.waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
         decision, skipped, resume = self._decide_with_jumps(candidates, np.maximum(ready, paired_ns), ticks)
         decided = decision != NEVER_NS
         self.skipped_count += int(skipped.sum())
@@ -393,11 +401,24 @@ class DivergenceEngine:
         if self.joints is None:
             return None
         if self.next_grid_ns is None:
-            first = max(self.sides[side].joints.time_ns[0] for side in SIDES)  # type: ignore[union-attr]
-            self.next_grid_ns = self._next_after(int(first) - 1)
+            self.next_grid_ns = self._grid_origin(until_ns)
         if until_ns < self.next_grid_ns:
             return np.zeros(0, dtype=np.int64)
         return np.arange(self.next_grid_ns, until_ns + 1, self.dt_ns, dtype=np.int64)
+
+    def _grid_origin(self, at_ns: int) -> int:
+        """The first grid time, as the live node fixes it at its first tick with both sides'
+        joints (at_ns): the first after each side's earliest sample received by then.
+
+        A sample received later may map earlier (a stale start-up backlog mapped late
+        until a fresher stream lowered the clock offset); it does not move the origin.
+        """
+        firsts = []
+        for side in SIDES:
+            buffer = self.sides[side].joints
+            received = np.flatnonzero(buffer.recv_ns <= at_ns)  # type: ignore[union-attr]
+            firsts.append(int(buffer.time_ns[received[0] if received.size else 0]))  # type: ignore[union-attr]
+        return self._next_after(max(firsts) - 1)
 
     def _next_after(self, t_ns: int) -> int:
         return (t_ns // self.dt_ns + 1) * self.dt_ns

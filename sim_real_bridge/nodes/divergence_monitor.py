@@ -350,12 +350,14 @@ class DivergenceMonitor(Node):
             return
         self._outputs.tick_ns = now_ns
         gaps = len(self._engine.gaps)
+        unpaired = self._engine.next_grid_ns is None
         out = self._engine.advance(now_ns)
         if len(self._engine.gaps) > gaps:  # the backlog was dropped: skip what queued up before it
             self._lag.skip_before_ns = self._engine.next_grid_ns - int(SKIP_MARGIN_S * 1e9)
         self._lag.after_step(now_ns, self._engine.lag_ns(now_ns))
-        if out.due or out.skipped:
-            # Only ticks that found grid times due (or dropped) decide anything: replay needs those.
+        if out.due or out.skipped or (unpaired and self._engine.next_grid_ns is not None):
+            # Only ticks that found grid times due (or dropped) decide anything, and the one
+            # that fixed the first grid time from what had come in: replay needs those.
             self._recording.note_tick(now_ns)
         self._outputs.publish(out, now_ns)
         self._report_problems(now_ns)
