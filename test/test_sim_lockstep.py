@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import signal
+
 import numpy as np
 import pytest
 
-from sim_real_bridge.sim.lockstep import Transport, run_lockstep
+from sim_real_bridge.sim.lockstep import Transport, _play, run_lockstep
+from sim_real_bridge.sim.physics import ArmPhysics
+from sim_real_bridge.sim.robot import SimulatedRobot
+from sim_real_bridge.sim.tasks import build_program
 from sim_real_bridge.sim.scenario import parse_scenario
 
 pytestmark = pytest.mark.mujoco
@@ -74,3 +79,26 @@ def test_a_robot_without_wrench_sensor_sends_no_wrench_and_labels_carry_the_effe
     assert np.all(np.diff(real.recv_ns) > 0)
     taken_delay = real.recv_ns - run.transport.monitor_epoch_ns - sim.stamp_ns
     assert taken_delay.min() >= run.transport.recv_base_ns
+
+
+def _give_up(signum: int, frame: object) -> None:
+    raise TimeoutError("the lockstep run did not end")
+
+
+def test_physics_time_a_few_ns_off_the_schedule_still_ends() -> None:
+    # After minutes of 1 ms steps the physics clock (a float sum) reads a few ns before a
+    # segment's or the run's end time: the run must step on, not ask for zero steps forever.
+    robot = SimulatedRobot(ArmPhysics(robot="arm7"))
+    robot.physics.data.time = 0.1 - 4e-9
+    program = build_program("reach", 1.0, "arm7", ())
+    start_ns = robot.time_ns + 4
+    schedule = [(start_ns + offset, trajectory) for offset, trajectory in program.segments]
+    previous = signal.signal(signal.SIGALRM, _give_up)
+    signal.alarm(60)
+    try:
+        blocks = _play(robot, schedule, start_ns + 300_000_000)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert abs(robot.time_ns - (start_ns + 300_000_000)) < robot.physics.timestep_ns
+    assert len([s for block in blocks["joint_states"] for s in block]) == pytest.approx(150, abs=2)
