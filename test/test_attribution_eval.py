@@ -75,3 +75,14 @@ def test_seed_ranges(bench, text, message):
     assert bench.parse_seeds("2:5") == range(2, 5)
     with pytest.raises(argparse.ArgumentTypeError, match=message):
         bench.parse_seeds(text)
+
+
+@pytest.mark.mujoco
+def test_a_seed_range_prints_the_json_on_stdout_and_a_line_per_seed_on_stderr(bench, capsys):
+    import json
+
+    assert bench.main(["--json", "--seeds", "49:50", "--workers", "1"]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert report["scenario_count"] == 1 and report["scenarios"][0]["seed"] == 49
+    assert err.startswith("[1/1] seed 49 (arm7, ") and "elapsed" in err
