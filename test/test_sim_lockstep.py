@@ -85,11 +85,15 @@ def _give_up(signum: int, frame: object) -> None:
     raise TimeoutError("the lockstep run did not end")
 
 
-def test_physics_time_a_few_ns_off_the_schedule_still_ends() -> None:
-    # After minutes of 1 ms steps the physics clock (a float sum) reads a few ns before a
-    # segment's or the run's end time: the run must step on, not ask for zero steps forever.
-    robot = SimulatedRobot(ArmPhysics(robot="arm7"))
-    robot.physics.data.time = 0.1 - 4e-9
+def test_times_off_the_step_grid_still_end_and_stamps_stay_on_it() -> None:
+    # After minutes of 1 ms steps MuJoCo's clock (a float sum) reads a few ns off the
+    # step grid, and a schedule's times need not be on it: the run must step on to
+    # each, not ask advance() for zero steps forever.
+    physics = ArmPhysics(robot="arm7")
+    physics.data.time = 0.1 - 4e-9
+    robot = SimulatedRobot(physics)
+    step_ns = physics.timestep_ns
+    assert robot.time_ns == 100 * step_ns
     program = build_program("reach", 1.0, "arm7", ())
     start_ns = robot.time_ns + 4
     schedule = [(start_ns + offset, trajectory) for offset, trajectory in program.segments]
@@ -100,5 +104,7 @@ def test_physics_time_a_few_ns_off_the_schedule_still_ends() -> None:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-    assert abs(robot.time_ns - (start_ns + 300_000_000)) < robot.physics.timestep_ns
-    assert len([s for block in blocks["joint_states"] for s in block]) == pytest.approx(150, abs=2)
+    assert robot.time_ns == start_ns - 4 + 300_000_000 + step_ns
+    stamps_ns = np.array([s.stamp_ns for block in blocks["joint_states"] for s in block])
+    assert len(stamps_ns) == 150
+    assert np.all(stamps_ns % step_ns == 0)

@@ -183,11 +183,8 @@ def _play(robot: SimulatedRobot, schedule: list[tuple[int, JointTrajectoryData]]
     """Step ``robot`` to ``end_ns``, commanding each trajectory at its time; samples as blocks per stream."""
     blocks: dict[str, list[list[StreamSample]]] = {}
     pending = list(schedule)
-    # Physics time sums float steps (a few ns off after minutes of 1 ms steps): a time
-    # within half a step of now is now, or advance() would be asked for no step, forever.
-    half_step_ns = robot.physics.timestep_ns // 2
-    while robot.time_ns < end_ns - half_step_ns:
-        while pending and pending[0][0] <= robot.time_ns + half_step_ns:
+    while robot.time_ns < end_ns:
+        while pending and pending[0][0] <= robot.time_ns:
             robot.command(pending.pop(0)[1])
         until = min(end_ns, robot.time_ns + _CHUNK_NS)
         if pending:

@@ -72,6 +72,7 @@ class SimulatedRobot:
         self.rates_hz = rates
         self.follower = TrajectoryFollower(self.physics.joint_names, self.physics.q_rad)
         self.first_command_ns: int | None = None
+        self._step_ns = step_ns
         self._step_index = int(round(self.physics.time_ns / step_ns))
 
     @property
@@ -81,8 +82,12 @@ class SimulatedRobot:
 
     @property
     def time_ns(self) -> int:
-        """Physics time, ns since reset."""
-        return self.physics.time_ns
+        """Physics time, ns since reset, on the step grid.
+
+        MuJoCo's clock is a float sum of steps, a few ns off the grid after minutes;
+        counting steps keeps every stamp and every "is it time yet" exact.
+        """
+        return self._step_index * self._step_ns
 
     @property
     def elapsed_ns(self) -> int | None:
@@ -118,7 +123,8 @@ class SimulatedRobot:
         self.follower = TrajectoryFollower(physics.joint_names, physics.q_rad)
 
     def advance(self, until_ns: int, max_steps: int | None = None) -> list[StreamSample]:
-        """Step physics until ``until_ns`` (or ``max_steps``); return samples due meanwhile.
+        """Step physics to the first step time at or after ``until_ns`` (or ``max_steps``
+        steps); return samples due meanwhile.
 
         The trajectory's targets for every step are sampled at once (the goal cannot
         change during a call); stability is checked once, after the last step.
@@ -131,9 +137,9 @@ class SimulatedRobot:
             SimulationError: the physics became unstable during the call.
         """
         physics = self.physics
-        step_ns = physics.timestep_ns
-        now_ns = physics.time_ns
-        count = max(0, -(-(until_ns - step_ns // 2 - now_ns) // step_ns))
+        step_ns = self._step_ns
+        now_ns = self.time_ns
+        count = max(0, -(-(until_ns - now_ns) // step_ns))
         if max_steps is not None:
             count = min(count, max_steps)
         times_ns = now_ns + step_ns * np.arange(count, dtype=np.int64)
@@ -160,7 +166,7 @@ class SimulatedRobot:
 
     def _sample(self, streams: list[str]) -> list[StreamSample]:
         physics = self.physics
-        stamp = physics.time_ns
+        stamp = self.time_ns
         out = []
         for stream in streams:
             if stream == "joint_states":
@@ -230,6 +236,6 @@ def run_headless(robot: SimulatedRobot, program: TaskProgram, duration_s: float,
             robot.command(pending.pop(0)[1])
         next_ns = min(end_ns, robot.time_ns + chunk_ns)
         if pending:
-            next_ns = min(next_ns, max(t0 + pending[0][0], robot.time_ns + robot.physics.timestep_ns))
+            next_ns = min(next_ns, t0 + pending[0][0])
         samples.extend(robot.advance(next_ns))
     return StreamLog.from_samples(samples)
