@@ -143,3 +143,17 @@ def test_a_hold_of_the_tool_that_the_arm_drags_along_is_a_person_not_an_obstacle
     events = [f"{e['category']}/{e['kind']}@{e['start_s']:.2f}-{e['end_s']}" for e in result["events"]]
     assert result["scores"]["per_category"]["human"]["matched_truth"] == 1, events
     assert not [e for e in result["events"] if e["category"] in ("unauthored", "contact")], events
+
+
+@pytest.mark.parametrize(("seed", "duration_s"), [(160, 24.0), (188, 38.0)], ids=["0.5 N m on two joints", "3.3 N m"])
+def test_joint_friction_is_found_from_the_efforts_that_flip_with_the_motion(bench, seed: int, duration_s: float) -> None:
+    # Seed 160: 0.52 N m of dry friction on two joints of arm7 in a reach moves no joint
+    # by the dynamics threshold and was missed. Seed 188: 3.3 N m on three joints of ur6
+    # in a push is a stiff load no wrist force explains, and was read as a human push
+    # for all 10 s. Both show as efforts along each joint's motion that flip with it.
+    case = Case("joint friction", seed, duration_s, "dynamics", "joint_friction")
+    result = bench.run_and_evaluate(run_lockstep(_scenario(case)))
+    events = [f"{e['category']}/{e['kind']}@{e['start_s']:.2f}-{e['end_s']}" for e in result["events"]]
+    assert result["scores"]["per_category"]["dynamics"]["matched_truth"] == 1, events
+    assert {e["kind"] for e in result["events"] if e["category"] == "dynamics"} == {"joint_friction"}, events
+    assert not [e for e in result["events"] if e["category"] == "unauthored"], events

@@ -18,8 +18,10 @@ from sim_real_bridge.core.scan import (
     NoiseState,
     ScanConfig,
     ScanState,
+    FrictionState,
     Smoothed,
     ema,
+    friction,
     noise_levels,
     run,
     smooth,
@@ -31,7 +33,7 @@ NAMES = ("j1", "j2")
 CONFIG = ScanConfig(dt_s=0.02, dt_ns=DT_NS, smooth_alpha=0.2, noise_alpha=0.01, weight_alpha=0.01, contact_force_n=2.0,
                     contact_release_n=1.0, contact_recent_ns=300 * MS, contact_carry_ns=500 * MS,
                     contact_carry_min_ns=200 * MS, object_lag_ns=300 * MS, stall_speed_rad_s=0.02,
-                    stall_sim_speed_rad_s=0.1, attribution=AttributionConfig())
+                    stall_sim_speed_rad_s=0.1, friction_alpha=0.02, attribution=AttributionConfig())
 
 
 def _grid(k: int, **columns: Any) -> Grid:
@@ -160,6 +162,57 @@ def test_on_a_noisy_robot_a_load_within_its_noise_is_not_a_push() -> None:
     noisy.real_q_rad = quiet.real_q_rad
     noisy.real_effort = noisy.real_effort + loaded
     assert "human" not in {v.top for v in run(noisy, [], [], NAMES, ScanState(), CONFIG).verdicts}
+
+
+# ------------------------------------------------------------------ friction
+def _swinging_grid(k: int, load_nm: np.ndarray) -> Grid:
+    """j1 swings back and forth (period 2 s, moving from the first row), j2 is still; ``load_nm`` (K,) on j1's effort."""
+    t_s = 0.02 * np.arange(k)
+    qd = np.zeros((k, 2))
+    qd[:, 0] = 0.5 * np.sin(np.pi * t_s + 0.2)
+    effort = np.zeros((k, 2))
+    effort[:, 0] = load_nm
+    return _grid(k, sim_qd_rad_s=qd, real_qd_rad_s=qd.copy(), real_effort=effort,
+                 real_q_rad=np.full((k, 2), 0.1) + [0.001, 0.0])
+
+
+def test_a_torque_that_flips_with_the_motion_is_friction_a_steady_one_is_not() -> None:
+    k = 400
+    qd = _swinging_grid(k, np.zeros(k)).sim_qd_rad_s[:, 0]
+    dry = friction(_swinging_grid(k, 1.5 * np.sign(qd)), FrictionState(), 0.02, 0.02)
+    assert dry["friction_nm"][-1] == pytest.approx(1.5, rel=0.1)
+    assert dry["friction_share"][-1] > 0.8
+    steady = friction(_swinging_grid(k, np.full(k, 1.5)), FrictionState(), 0.02, 0.02)
+    assert steady["friction_nm"][-1] == 0.0 and steady["friction_share"][-1] == 0.0
+
+
+def test_before_the_joint_moved_both_ways_friction_is_not_told() -> None:
+    k = 40  # 0.8 s: j1 has only moved forward
+    qd = _swinging_grid(k, np.zeros(k)).sim_qd_rad_s[:, 0]
+    out = friction(_swinging_grid(k, 1.5 * np.sign(qd)), FrictionState(), 0.02, 0.02)
+    assert out["friction_nm"].max() == 0.0
+
+
+def test_friction_in_batches_equals_one_pass() -> None:
+    k = 300
+    qd = _swinging_grid(k, np.zeros(k)).sim_qd_rad_s[:, 0]
+    grid = _swinging_grid(k, 1.5 * np.sign(qd) + 0.3)
+    whole = friction(grid, FrictionState(), 0.02, 0.02)
+    state, parts = FrictionState(), []
+    for lo in range(0, k, 17):
+        parts.append(friction(_take(grid, slice(lo, lo + 17)), state, 0.02, 0.02)["friction_nm"])
+    np.testing.assert_allclose(np.concatenate(parts), whole["friction_nm"], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize(("load", "category"), [("flips", "dynamics"), ("steady", "human")])
+def test_a_stiff_load_that_flips_with_the_motion_is_joint_friction_not_a_person(load: str, category: str) -> None:
+    k = 400
+    qd = _swinging_grid(k, np.zeros(k)).sim_qd_rad_s[:, 0]
+    torque = 4.0 * np.sign(qd) if load == "flips" else np.full(k, 4.0)
+    verdicts = run(_swinging_grid(k, torque), [], [], NAMES, ScanState(), CONFIG).verdicts[300:]
+    assert {v.top for v in verdicts} == {category}
+    if category == "dynamics":
+        assert {v.active["dynamics"][1] for v in verdicts} == {"joint_friction"}
 
 
 # ------------------------------------------------------------------ latency

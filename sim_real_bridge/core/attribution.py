@@ -27,7 +27,10 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    the tool, or a persistent joint residual the delay/gain/offset fit does not explain.
 5. dynamics: free space, joint residual above ``dynamics_residual_rad`` and explained
    by the delay/gain/offset fit (explained share >= ``dynamics_min_explained``, delay
-   and gain within plausible bounds).
+   and gain within plausible bounds). Joint friction also by its own signature: an
+   effort residual along each joint's motion that flips sign when the motion does
+   (fitted per joint by the scan); a load with that signature is friction, not a person,
+   and friction too small to move the joints is found from the efforts alone.
 
 The joint and effort thresholds are in units of the noise of their residuals as well:
 each is at least ``noise_factor`` times the noise the scan measures on the run (per
@@ -94,6 +97,10 @@ class TickFeatures:
     effort_residual: float = 0.0
     joint_noise_rad: float = 0.0  # noise of the noisiest joint's residual
     effort_noise: float = 0.0
+    #: the largest friction-like effort residual (N m): along each joint's motion, flipping with it
+    friction_nm: float = 0.0
+    #: of the largest effort residual, the share that friction-like part carries (0..1)
+    friction_share: float = 0.0
     force_residual_n: float = 0.0
     torque_residual_nm: float = 0.0
     sim_force_n: float = 0.0
@@ -310,11 +317,28 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
 
 
 def _agent(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
-    """A person pushes or holds the arm: a stiff external load the sim lacks."""
+    """A person pushes or holds the arm: a stiff external load the sim lacks (unless the
+    load flips with the joints' motion: that is friction in the joints)."""
+    if _frictional(f, cfg):
+        _put_friction(f, cfg, w, scores)
+        return
     speed_sim = _norm(f.sim_tip_velocity_m_s)
     blocked = speed_sim > 0.05 and _norm(f.real_tip_velocity_m_s) < cfg.blocked_speed_ratio * speed_sim
     scores.put("human", _ramp(f.effort_residual, cfg.effort_residual_nm), "hold" if blocked else "push",
                {**_common_evidence(f, w.ext_n), "stiffness_nm_per_rad": f"{w.stiffness:.0f}"})
+
+
+def _frictional(f: TickFeatures, cfg: AttributionConfig) -> bool:
+    """The largest effort residual is mostly a torque along its joint's motion that flips
+    with it (friction), of at least ``friction_min_nm`` above the effort noise."""
+    return (f.joints_valid and f.friction_share >= cfg.friction_min_share
+            and f.friction_nm >= above_noise(cfg, cfg.friction_min_nm, f.effort_noise))
+
+
+def _put_friction(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
+    scores.put("dynamics", _ramp(f.friction_nm, above_noise(cfg, cfg.friction_min_nm, f.effort_noise)), "joint_friction",
+               {**_common_evidence(f, w.ext_n), "friction_nm": f"{f.friction_nm:.2f}",
+                "friction_share": f"{f.friction_share:.2f}"})
 
 
 def _sag_cos(f: TickFeatures) -> float:
@@ -476,7 +500,10 @@ def _dynamics_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _
             or max(scores.human, scores.unauthored, scores.contact, scores.dynamics) >= cfg.active_score):
         return
     residual = f.joint_residual_rad
-    if residual > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained:
+    if _frictional(f, cfg) and not w.loaded:
+        # (a friction too small to move the joints by dynamics_residual_rad)
+        _put_friction(f, cfg, w, scores)
+    elif residual > cfg.dynamics_residual_rad and fit.explained >= cfg.dynamics_min_explained:
         score = _ramp(residual, cfg.dynamics_residual_rad)
         pushing = f.effort_residual >= cfg.effort_residual_nm
         if _follows_little(fit, cfg) and not pushing:

@@ -24,6 +24,12 @@ class AttributionConfig:
         noise_factor: a joint or effort threshold is at least this many times the noise
             (standard deviation) of its residual measured on the run.
         noise_tau_s: time constant of that noise estimate.
+        friction_tau_s: time constant of the per-joint fit of the effort residual to the
+            joint's direction of motion (friction flips with it, an external load does not).
+        friction_min_share: the largest effort residual is friction when at least this
+            share of its mean square is a torque along the joint's motion that flips with it.
+        friction_min_nm: that torque's least amplitude (at least ``noise_factor`` times the
+            effort noise) for joint friction.
         joint_residual_floor_rad: joint residual (smoothed L-inf) below this is noise.
         dynamics_residual_rad: smoothed joint residual (L-inf over joints) that starts
             a dynamics score (score 1 at 2x).
@@ -117,6 +123,9 @@ class AttributionConfig:
     active_score: float = 0.5
     noise_factor: float = 3.0
     noise_tau_s: float = 2.0
+    friction_tau_s: float = 1.0
+    friction_min_share: float = 0.5
+    friction_min_nm: float = 0.3
     joint_residual_floor_rad: float = 0.004
     dynamics_residual_rad: float = 0.006
     dynamics_min_explained: float = 0.6
@@ -169,8 +178,9 @@ class AttributionConfig:
                 continue
             if not np.isfinite(value) or value < 0:
                 raise ConfigError(f"AttributionConfig.{f.name} must be finite and >= 0, got {value}")
-        if self.noise_tau_s <= 0:
-            raise ConfigError(f"AttributionConfig.noise_tau_s must be > 0, got {self.noise_tau_s}")
+        for name in ("noise_tau_s", "friction_tau_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"AttributionConfig.{name} must be > 0, got {getattr(self, name)}")
         if not 0 < self.active_score <= 1:
             raise ConfigError(f"AttributionConfig.active_score must be in (0, 1], got {self.active_score}")
         if not 0 <= self.dynamics_min_explained <= 1:

@@ -122,7 +122,8 @@ class DivergenceEngine:
             contact_carry_ns=int(cfg.attribution.contact_carry_s * 1e9),
             contact_carry_min_ns=int(cfg.attribution.contact_carry_min_s * 1e9),
             object_lag_ns=int(cfg.object_velocity_window_s * 1e9), stall_speed_rad_s=cfg.stall_speed_rad_s,
-            stall_sim_speed_rad_s=cfg.stall_sim_speed_rad_s, attribution=cfg.attribution)
+            stall_sim_speed_rad_s=cfg.stall_sim_speed_rad_s,
+            friction_alpha=min(1.0, self.dt_ns * 1e-9 / cfg.attribution.friction_tau_s), attribution=cfg.attribution)
 
     # ------------------------------------------------------------------ intake
     def add_joint_states(self, side: str, stamp_ns: Any, recv_ns: Any, names: Sequence[str], q_rad: Any,

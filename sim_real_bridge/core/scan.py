@@ -12,6 +12,8 @@ from batch to batch (live: a few rows per batch; replay: thousands):
 - the tool's weight as the sim's free-space wrist force, and contact on each side
   (hysteresis on the force beyond that weight);
 - the object's error growth and how far it wandered with nothing the sim models near it;
+- per joint, how much of the effort residual is friction: a torque along the joint's
+  motion that flips sign as the motion does (see :func:`friction`);
 - stall timers per joint, the unexplained-residual timer, the latency estimate;
 - attribution (:mod:`~sim_real_bridge.core.attribution`) and event debouncing.
 """
@@ -61,6 +63,7 @@ class ScanConfig:
     object_lag_ns: int
     stall_speed_rad_s: float
     stall_sim_speed_rad_s: float
+    friction_alpha: float
     attribution: AttributionConfig
 
 
@@ -72,6 +75,15 @@ class Smoothed:
     effort_sq: np.ndarray | None = None  # (J,)
     force_n: np.ndarray | None = None  # (3,) world-frame force residual
     torque_nm: np.ndarray | None = None  # (3,)
+
+
+@dataclass
+class FrictionState:
+    """Carried smoothing of the per-joint regression of the effort residual on the joint's
+    direction of motion (each (J,)), and that direction (held while the joint is still)."""
+
+    motion_sign: np.ndarray | None = None
+    sums: np.ndarray | None = None  # (5, J): E[m^2], E[m], E[e m], E[e], E[e^2]
 
 
 @dataclass
@@ -89,6 +101,7 @@ class ScanState:
 
     smoothed: Smoothed = field(default_factory=Smoothed)
     noise: NoiseState = field(default_factory=NoiseState)
+    friction: FrictionState = field(default_factory=FrictionState)
     tool_weight_n: dict[bool, tuple[float, float, float] | None] = field(
         default_factory=lambda: {True: None, False: None})  # by frame_world
     sim_contact: bool = False
@@ -202,6 +215,49 @@ def noise_levels(grid: Grid, state: NoiseState, alpha: float) -> dict[str, np.nd
             state.last_row[name] = values[-1]
         out[name] = MEAN_ABS_DIFF_TO_SIGMA * unbiased.max(axis=1) if width else np.zeros(len(grid))
     return out
+
+
+def friction(grid: Grid, state: FrictionState, alpha: float, moving_rad_s: float) -> dict[str, np.ndarray]:
+    """Per row, the friction the effort residuals show: fitted joint by joint over an
+    exponential window as ``e = c m + b``, with ``m`` the sign of the sim joint's last
+    motion (faster than ``moving_rad_s``). Friction pushes back along the motion and flips
+    with it (c > 0, b small); an external load does not flip (b). Only a joint that moved
+    both ways within the window tells the two apart (``Var(m)`` > 0).
+
+    Returns ``friction_nm``: the largest fitted c over the joints whose fit is friction
+    (c > 0, |b| below c / 2, moved both ways), else 0; ``friction_share``: of the joint
+    with the largest effort residual, the share of its mean square that ``c m`` carries
+    (0 where that joint's fit is not friction).
+    """
+    k_rows, width = grid.effort_res.shape
+    if not width:
+        return {"friction_nm": np.zeros(k_rows), "friction_share": np.zeros(k_rows)}
+    effort = grid.effort_res
+    qd = grid.sim_qd_rad_s
+    if state.motion_sign is None or state.motion_sign.shape != (width,):
+        state.motion_sign, state.sums = np.zeros(width), None
+    with np.errstate(invalid="ignore"):
+        moving = np.abs(qd) > moving_rad_s
+    last = np.maximum.accumulate(np.where(moving, np.arange(k_rows)[:, None], -1), axis=0)
+    sign = np.take_along_axis(np.sign(np.nan_to_num(qd)), np.maximum(last, 0), axis=0)
+    m = np.where(last >= 0, sign, state.motion_sign[None, :])
+    state.motion_sign = m[-1] if k_rows else state.motion_sign
+    valid = grid.joints_valid & np.isfinite(effort).all(axis=1)
+    e = np.where(np.isfinite(effort), effort, 0.0)
+    stacked = np.concatenate([m * m, m, e * m, e, e * e], axis=1)
+    carry = None if state.sums is None else state.sums.reshape(-1)
+    smoothed, carry = ema(stacked, valid, alpha, carry)
+    state.sums = None if carry is None else carry.reshape(5, width)
+    mm, m1, em, e1, ee = (smoothed[:, i * width:(i + 1) * width] for i in range(5))
+    var_m = mm - m1 * m1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        c = np.where(var_m > 0.1, (em - e1 * m1) / var_m, 0.0)
+        b = e1 - c * m1
+        is_friction = (c > 0) & (np.abs(b) < 0.5 * c)
+        share = np.where(is_friction, np.minimum(1.0, c * c * mm / np.maximum(ee, 1e-12)), 0.0)
+    worst = np.argmax(ee, axis=1)[:, None]
+    return {"friction_nm": np.where(is_friction, c, 0.0).max(axis=1),
+            "friction_share": np.take_along_axis(share, worst, axis=1)[:, 0]}
 
 
 def _contact(state: ScanState, cfg: ScanConfig, frame_world: bool, sim_force: list[float],
@@ -367,6 +423,8 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
         **{name: values.tolist() for name, values in smoothed.items()},
         **{name: values.tolist() for name, values in _load_columns(grid, smoothed["external_force_n"], cfg).items()},
         **{name: values.tolist() for name, values in noise_levels(grid, state.noise, cfg.noise_alpha).items()},
+        **{name: values.tolist() for name, values in friction(
+            grid, state.friction, cfg.friction_alpha, cfg.stall_speed_rad_s).items()},
     )
     out = ScanRows(*(np.zeros(k_rows, dtype=bool) for _ in range(3)), np.zeros(k_rows), np.zeros(k_rows), [])
     for k in range(k_rows):
@@ -415,7 +473,8 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
     features = TickFeatures(
         t_ns=t, joints_valid=valid, joint_residual_rad=row["joint_residual_rad"],
         effort_residual=row["effort_residual"], joint_noise_rad=row["joint_noise_rad"],
-        effort_noise=row["effort_noise"], force_residual_n=row["force_residual_n"],
+        effort_noise=row["effort_noise"], friction_nm=row["friction_nm"], friction_share=row["friction_share"],
+        force_residual_n=row["force_residual_n"],
         torque_residual_nm=row["torque_residual_nm"], sim_force_n=sim_force_n, sim_contact_force_n=sim_contact_force,
         external_force_n=row["external_force_n"], wrench_valid=row["wrench_valid"],
         sim_contact=state.sim_contact, sim_contact_recent=recent, real_contact=state.real_contact,
