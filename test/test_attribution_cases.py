@@ -7,7 +7,9 @@ suite stays quick. The classes here are ones the attribution got wrong and now g
 right: a change of table stiffness during a wipe (found late, kind ``contact``), the end
 of an actuation-latency injection (a spurious human push), a frozen wrench stream that
 recovers (followed by an unauthored joint_stall), a payload added during a wipe (called
-contact), a hold of the tool (split into obstacle and contact pieces), and the contact
+contact), a hold of the tool (split into obstacle and contact pieces), an obstacle met
+with a link (the wrist feels nothing: read as a human push), joint friction (read as a
+human push, or missed below the dynamics threshold), and the contact
 phases of a wipe read as contact after a gain change was already found, and a gain change
 during a wipe's contact read as contact.
 
@@ -52,6 +54,7 @@ CASES = [
     Case("end of an actuation latency", 291, 20.0, "dynamics", "actuation_latency", ("human", "unauthored")),
     Case("frozen wrench that recovers", 747, 27.0, "sensor", "frozen", ("unauthored",)),
     Case("payload added during a wipe", 2, 22.0, "dynamics", "payload", ("contact",)),
+    Case("obstacle met with a link", 4, 22.0, "unauthored", "obstacle", ("human",)),
 ]
 
 

@@ -256,6 +256,18 @@ def test_a_tool_that_keeps_pace_against_the_force_drags_a_hand_not_an_obstacle()
     assert active(feats(**free)) == {"human": "push"}
 
 
+def test_a_loaded_arm_pushed_further_off_its_path_than_a_hand_moves_it_ran_into_something() -> None:
+    # a link blocked by a rigid body: the drive pushes at its limit, the wrist feels nothing
+    blocked = dict(joint_residual_rad=0.1, effort_residual=150.0, fit=DelayFit(explained=0.5))
+    assert active(feats(**blocked, ee_error_m=0.06)) == {"unauthored": "obstacle"}
+    # a push or hold moves a position-held arm's tool by under 4 cm: a person
+    assert active(feats(**blocked, ee_error_m=0.03)) == {"human": "push"}
+    # a stalled joint carries the tool off its path too: not an obstacle
+    assert "obstacle" not in active(feats(**blocked, ee_error_m=0.06, stalled_joints=("j2",), stall_s=0.5)).values()
+    # in modelled contact the residual is the contact's to explain
+    assert "unauthored" not in active(feats(**blocked, ee_error_m=0.06, sim_contact_recent=True, wrench_valid=False))
+
+
 def test_stalled_joint_and_slipping_object() -> None:
     f = feats(joint_residual_rad=0.2, stalled_joints=("j2",), stall_s=0.5,
               fit=DelayFit(gain=0.0, explained=0.9))

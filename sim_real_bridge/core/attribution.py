@@ -21,7 +21,8 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    an external effort) while the sim sees no contact. The arm pushed *away* (the real
    tip moves while the residual grows) is ``human/push``; the arm *blocked* while the
    sim moves through is ``human/hold``, or ``unauthored/obstacle`` when the force is
-   unilateral along the sim's direction of travel (a surface), see obstacle rule below.
+   unilateral along the sim's direction of travel (a surface), see obstacle rule below;
+   or when it carries the tool further off its path than a hand could (a link hit it).
 4. unauthored: a stalled joint (real velocity ~0 while the sim joint moves, no external
    wrench), or an object pose divergence while the sim's object does not diverge from
    the tool, or a persistent joint residual the delay/gain/offset fit does not explain.
@@ -29,8 +30,8 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    by the delay/gain/offset fit (explained share >= ``dynamics_min_explained``, delay
    and gain within plausible bounds). Joint friction also by its own signature: an
    effort residual along each joint's motion that flips sign when the motion does
-   (fitted per joint by the scan); a load with that signature is friction, not a person,
-   and friction too small to move the joints is found from the efforts alone.
+   (fitted per joint by the scan): such a load is no person, and friction too small to
+   move the joints is found from the efforts alone.
 
 The joint and effort thresholds are in units of the noise of their residuals as well:
 each is at least ``noise_factor`` times the noise the scan measures on the run (per
@@ -47,10 +48,10 @@ bench/attribution_eval.py):
   gain change on one moving joint alone can be labelled ``actuation_latency``; a hand
   ``hold`` that does not stop the arm (a 3 kN/m hand against a stiffer position loop) is
   labelled ``push``.
-- an obstacle that touches only links (never the tool, so the wrist sensor feels
-  nothing) is a stiff external load exactly like a push on a link: it is reported as
-  ``human``. An obstacle touching the tool is ``unauthored``; the brief link contact
-  before it is absorbed by the human min-duration and the unauthored tail.
+- an obstacle touching only links (the wrist feels nothing) is a load like a push on a
+  link until it has pushed the tool ``obstacle_link_ee_error_m`` off its path: a lighter
+  touch is ``human``. The brief link contact before an obstacle reaches the tool is
+  absorbed by the human min-duration and the unauthored tail.
 - in a push, the box's friction on the table and its mass give the same force (mu m g):
   a friction change during a push is reported as ``object_mass``.
 - contact gaps show only in contact, obstacles only when reached: the stand-in's truth
@@ -302,6 +303,11 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
         _contact_rule(f, cfg, w, scores)
     elif not w.free:
         _contact_without_wrench(f, cfg, scores)
+    elif _blocked_off_path(f, cfg):
+        # pushed off its path further than a hand moves a position-held arm, by what the
+        # wrist does not feel: something rigid the arm ran into with a link
+        scores.put("unauthored", _ramp(f.ee_error_m, cfg.obstacle_link_ee_error_m), "obstacle",
+                   {**_common_evidence(f, w.ext_n), "on_link": "true"})
     elif w.loaded and not _lags(f.fit, cfg):
         # (a load the fit explains as a delay moves with the arm's speed: the actuation's)
         if f.wrench_valid and w.ext_n >= cfg.ft_unfelt_force_n and w.weight:
@@ -314,6 +320,13 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
                        {**_common_evidence(f, w.ext_n), "tool_sag_cos": f"{sag_cos:.2f}"})
         else:
             _agent(f, cfg, w, scores)
+
+
+def _blocked_off_path(f: TickFeatures, cfg: AttributionConfig) -> bool:
+    """A loaded arm whose tool is ``obstacle_link_ee_error_m`` off its path, no joint
+    stalled (a stalled joint also carries the tool off its path: that is the stall)."""
+    return (f.joints_valid and not f.stalled_joints and f.effort_residual >= cfg.effort_residual_nm
+            and math.isfinite(f.ee_error_m) and f.ee_error_m >= cfg.obstacle_link_ee_error_m)
 
 
 def _agent(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:

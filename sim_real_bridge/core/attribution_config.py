@@ -90,6 +90,11 @@ class AttributionConfig:
         obstacle_vertical_ee_error_m: the same for a vertical felt force (``payload_vertical_cos``):
             a payload's weight sags the tool by millimetres, more while it moves, so a
             vertical load is an obstacle only once it displaces the tool this far.
+        obstacle_link_ee_error_m: in free space, a loaded arm (effort residual beyond
+            ``effort_residual_nm``) whose tool is this far off its path with no joint
+            stalled ran into something rigid, with a link if the wrist feels nothing: a
+            hand pushing or holding a position-held arm moves its tool less (a stiffer
+            loop than a person's pull; on a compliant arm a hand could move it further).
         blocked_speed_ratio: real tip speed below this fraction of the sim's = blocked.
         load_moving_m_s: the sim's tool moving along a wrist force's axis at least this
             fast shows whether the real tool is blocked by it (an obstacle) or drags it (a
@@ -154,6 +159,7 @@ class AttributionConfig:
     payload_sag_cos: float = 0.7
     obstacle_ee_error_m: float = 0.012
     obstacle_vertical_ee_error_m: float = 0.036
+    obstacle_link_ee_error_m: float = 0.04
     blocked_speed_ratio: float = 0.3
     load_moving_m_s: float = 0.02
     dragged_speed_ratio: float = 0.8
