@@ -129,7 +129,7 @@ class AttributionConfig:
     noise_factor: float = 3.0
     noise_tau_s: float = 2.0
     friction_tau_s: float = 1.0
-    friction_min_share: float = 0.5
+    friction_min_share: float = 0.65
     friction_min_nm: float = 0.3
     joint_residual_floor_rad: float = 0.004
     dynamics_residual_rad: float = 0.006
