@@ -78,13 +78,18 @@ def _scenario(case: Case):
     return parse_scenario(data, source=f"seed {case.seed}")
 
 
+def _described(result: dict) -> list[str]:
+    """The run's events as category/kind@start-end, for assertion messages."""
+    return [f"{e['category']}/{e['kind']}@{e['start_s']:.2f}-{e['end_s']}" for e in result["events"]]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[case.why for case in CASES])
 def test_the_injected_gap_is_found_in_time_with_its_kind_and_nothing_else_is_claimed(bench, case: Case) -> None:
     result = bench.run_and_evaluate(run_lockstep(_scenario(case)))
     truth = [t for t in result["truth"] if t["category"] == case.category]
     assert truth, f"the injection took no effect: {result['without_effect']}"
     scores = result["scores"]["per_category"][case.category]
-    events = [f"{e['category']}/{e['kind']}@{e['start_s']:.2f}-{e['end_s']}" for e in result["events"]]
+    events = _described(result)
     assert scores["matched_truth"] == scores["n_truth"], (case.why, "missed", truth, events)
     assert max(scores["delays_s"]) <= MAX_DELAY_S, (case.why, "late", scores["delays_s"], events)
     matched_kinds = {e["kind"] for e in result["events"] if e["category"] == case.category}
@@ -99,7 +104,7 @@ def test_once_a_dynamics_gap_is_found_the_next_contacts_of_a_wipe_are_not_claime
     # phases after the dynamics event used to read as contact too, and are now carried.
     case = Case("gain during a wipe", 18, 48.0, "dynamics", "gain")
     result = bench.run_and_evaluate(run_lockstep(_scenario(case)))
-    events = [f"{e['category']}/{e['kind']}@{e['start_s']:.2f}-{e['end_s']}" for e in result["events"]]
+    events = _described(result)
     dynamics_s = [e["start_s"] for e in result["events"] if e["category"] == "dynamics"]
     assert dynamics_s, ("the gain change was not found", events)
     contact_after = [e for e in result["events"] if e["category"] == "contact" and e["start_s"] > min(dynamics_s)]
@@ -116,7 +121,7 @@ def test_a_gain_change_found_in_the_contact_of_a_wipe_is_dynamics() -> None:
     data["injections"] = [{**gain, "start_s": 8.0, "end_s": 12.0}]
     data["duration_s"] = 14.0
     result = load_bench("attribution_eval").run_and_evaluate(run_lockstep(parse_scenario(data, source="seed 21")))
-    events = [f"{e['category']}/{e['kind']}@{e['start_s']:.2f}-{e['end_s']}" for e in result["events"]]
+    events = _described(result)
     dynamics = [e for e in result["events"] if e["category"] == "dynamics"]
     assert dynamics and dynamics[0]["start_s"] <= 8.0 + MAX_DELAY_S, events
     assert not [e for e in result["events"] if e["category"] == "contact" and e["start_s"] > dynamics[0]["start_s"]], events
@@ -130,7 +135,7 @@ def test_after_an_object_slipped_a_contact_gap_away_from_the_object_is_still_con
     for injection in data["injections"]:
         injection["end_s"] = min(injection["end_s"], 50.0)
     result = load_bench("attribution_eval").run_and_evaluate(run_lockstep(parse_scenario(data, source="seed 32")))
-    events = [f"{e['category']}/{e['kind']}@{e['start_s']:.2f}-{e['end_s']}" for e in result["events"]]
+    events = _described(result)
     scores = result["scores"]["per_category"]
     assert scores["unauthored"]["matched_truth"] == scores["unauthored"]["n_truth"] == 1, events
     assert scores["contact"]["matched_truth"] == scores["contact"]["n_truth"] == 1, events
@@ -143,7 +148,7 @@ def test_a_hold_of_the_tool_that_the_arm_drags_along_is_a_person_not_an_obstacle
     # but the tool keeps the sim's pace against the force: it was read as obstacle pieces.
     case = Case("hold of the tool", 9, 18.0, "human", "hold")
     result = bench.run_and_evaluate(run_lockstep(_scenario(case)))
-    events = [f"{e['category']}/{e['kind']}@{e['start_s']:.2f}-{e['end_s']}" for e in result["events"]]
+    events = _described(result)
     assert result["scores"]["per_category"]["human"]["matched_truth"] == 1, events
     assert not [e for e in result["events"] if e["category"] in ("unauthored", "contact")], events
 
@@ -156,7 +161,7 @@ def test_joint_friction_is_found_from_the_efforts_that_flip_with_the_motion(benc
     # for all 10 s. Both show as efforts along each joint's motion that flip with it.
     case = Case("joint friction", seed, duration_s, "dynamics", "joint_friction")
     result = bench.run_and_evaluate(run_lockstep(_scenario(case)))
-    events = [f"{e['category']}/{e['kind']}@{e['start_s']:.2f}-{e['end_s']}" for e in result["events"]]
+    events = _described(result)
     assert result["scores"]["per_category"]["dynamics"]["matched_truth"] == 1, events
     assert {e["kind"] for e in result["events"] if e["category"] == "dynamics"} == {"joint_friction"}, events
     assert not [e for e in result["events"] if e["category"] == "unauthored"], events
@@ -168,6 +173,6 @@ def test_a_hand_holding_a_swinging_arm_is_a_person_not_joint_friction(bench) -> 
     # friction fit carried 0.59 of the largest effort residual and joint_friction was
     # claimed for 0.9 s (friction_min_share was 0.5).
     result = bench.run_and_evaluate(run_lockstep(load_scenario("human_hold")))
-    events = [f"{e['category']}/{e['kind']}@{e['start_s']:.2f}-{e['end_s']}" for e in result["events"]]
+    events = _described(result)
     assert result["scores"]["per_category"]["human"]["matched_truth"] == 1, events
     assert not [e for e in result["events"] if e["category"] == "dynamics"], events

@@ -320,6 +320,9 @@ def test_config_validation_and_from_dict() -> None:
         AttributionConfig(active_score=0.0).validate()
     with pytest.raises(ConfigError, match="dynamics_min_explained must be in"):
         AttributionConfig(dynamics_min_explained=1.5).validate()
+    for name in ("noise_tau_s", "friction_tau_s"):
+        with pytest.raises(ConfigError, match=f"AttributionConfig.{name} must be > 0"):
+            AttributionConfig(**{name: 0.0}).validate()
 
 
 def test_object_moving_because_the_sim_pushes_its_own_is_no_slip() -> None:

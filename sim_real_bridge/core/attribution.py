@@ -344,12 +344,15 @@ def _agent(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) 
 def _frictional(f: TickFeatures, cfg: AttributionConfig) -> bool:
     """The largest effort residual is mostly a torque along its joint's motion that flips
     with it (friction), of at least ``friction_min_nm`` above the effort noise."""
-    return (f.joints_valid and f.friction_share >= cfg.friction_min_share
-            and f.friction_nm >= above_noise(cfg, cfg.friction_min_nm, f.effort_noise))
+    return f.joints_valid and f.friction_share >= cfg.friction_min_share and f.friction_nm >= _friction_min(f, cfg)
+
+
+def _friction_min(f: TickFeatures, cfg: AttributionConfig) -> float:
+    return above_noise(cfg, cfg.friction_min_nm, f.effort_noise)
 
 
 def _put_friction(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
-    scores.put("dynamics", _ramp(f.friction_nm, above_noise(cfg, cfg.friction_min_nm, f.effort_noise)), "joint_friction",
+    scores.put("dynamics", _ramp(f.friction_nm, _friction_min(f, cfg)), "joint_friction",
                {**_common_evidence(f, w.ext_n), "friction_nm": f"{f.friction_nm:.2f}",
                 "friction_share": f"{f.friction_share:.2f}"})
 

@@ -83,7 +83,7 @@ class FrictionState:
     direction of motion (each (J,)), and that direction (held while the joint is still)."""
 
     motion_sign: np.ndarray | None = None
-    sums: np.ndarray | None = None  # (5, J): E[m^2], E[m], E[e m], E[e], E[e^2]
+    sums: np.ndarray | None = None  # (5 J,): E[m^2], E[m], E[e m], E[e], E[e^2], J each
 
 
 @dataclass
@@ -245,9 +245,7 @@ def friction(grid: Grid, state: FrictionState, alpha: float, moving_rad_s: float
     valid = grid.joints_valid & np.isfinite(effort).all(axis=1)
     e = np.where(np.isfinite(effort), effort, 0.0)
     stacked = np.concatenate([m * m, m, e * m, e, e * e], axis=1)
-    carry = None if state.sums is None else state.sums.reshape(-1)
-    smoothed, carry = ema(stacked, valid, alpha, carry)
-    state.sums = None if carry is None else carry.reshape(5, width)
+    smoothed, state.sums = ema(stacked, valid, alpha, state.sums)
     mm, m1, em, e1, ee = (smoothed[:, i * width:(i + 1) * width] for i in range(5))
     var_m = mm - m1 * m1
     with np.errstate(invalid="ignore", divide="ignore"):
