@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sim_real_bridge.core.attribution import AttributionConfig, TickFeatures, attribute
+from sim_real_bridge.core.attribution import AttributionConfig, attribute
 from sim_real_bridge.core.fits import DelayFit
+from sim_real_bridge.core.tick_features import TickFeatures
 from sim_real_bridge.errors import ConfigError
 
 CFG = AttributionConfig()
@@ -120,6 +121,16 @@ def test_a_payload_sagging_the_moving_tool_is_no_obstacle() -> None:
     f.ee_error_m = 0.05
     f.load_dragged = False
     assert active(f) == {"unauthored": "obstacle"}
+
+
+def test_a_weight_pulling_harder_than_the_table_pushes_is_a_payload_not_contact() -> None:
+    # Seed 203: the sim has just lifted the tool off the table (recent contact, its push
+    # 0.3 N) while the real tool reads a 20 N pull down: no table pulls, a weight does.
+    load = dict(joint_residual_rad=0.005, effort_residual=10.0, external_force_n=np.array([0.1, 0.1, 20.0]),
+                force_residual_n=20.0, ee_offset_m=np.array([-0.003, -0.0014, -0.0035]), sim_contact_recent=True)
+    assert active(feats(**load, sim_force_n=0.3)) == {"dynamics": "payload"}
+    # a table still pushing 30 N may push 20 N less: a contact residual
+    assert "contact" in active(feats(**load, sim_contact=True, sim_force_n=30.0))
 
 
 def test_without_a_wrist_sensor_a_load_sagging_the_tool_is_payload() -> None:
@@ -301,6 +312,14 @@ def test_untrusted_sensor_suppresses_the_rest() -> None:
     f = feats(joint_residual_rad=0.015, effort_residual=20.0, since_untrusted_s=0.5)
     assert active(f) == {}
     assert active(f, AttributionConfig(sensor_suppresses=False)) == {"human": "push"}
+
+
+def test_an_untrusted_wrench_is_left_out_not_the_joints() -> None:
+    # A frozen wrist sensor is sensor, and the joints still tell their own load.
+    flag = ("frozen", 0.9, {"stream": "real/wrench"})
+    f = feats(joint_residual_rad=0.015, effort_residual=20.0, sensor_flags=[flag], wrench_valid=False,
+              external_force_n=np.full(3, np.nan))
+    assert active(f) == {"sensor": "frozen", "human": "push"}
 
 
 def test_evidence_is_strings() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from sim_real_bridge.core import scan as scan_module
 from sim_real_bridge.core.attribution import AttributionConfig
 from sim_real_bridge.core.fits import DelayFit
 from sim_real_bridge.core.health import StreamFlags
@@ -328,6 +329,24 @@ def test_an_untrusted_real_stream_is_sensor_and_suppresses_the_rest() -> None:
     assert set(tops[70:]) == {"none"} and tops[59] == "unauthored"
     verdict = run(_take(grid, slice(0, 66)), [], [], NAMES, ScanState(), CONFIG).verdicts[65]
     assert verdict.active["sensor"][1] == "nan_burst" and verdict.active["sensor"][2]["stream"] == "real/joint_states"
+
+
+def test_an_untrusted_wrench_is_left_out_and_suppresses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    grid = _stall_grid()
+    active = np.zeros(len(grid), dtype=bool)
+    active[20:30] = True
+    grid.flags["real/wrench"] = StreamFlags("real/wrench", {"nonfinite": active}, {"nonfinite": np.where(active, 0.8, 0.0)})
+    seen = []
+    original = scan_module.attribute
+    monkeypatch.setattr(scan_module, "attribute", lambda f, cfg: seen.append(f) or original(f, cfg))
+    tops = [v.top for v in run(grid, [], [], NAMES, ScanState(), CONFIG).verdicts]
+    # The wrench is left out while untrusted and for less than sensor_recovery_s (1 s: 50
+    # rows) after its last untrusted row 29, as on a robot without one; the stall from row
+    # 40 is found all the same.
+    left_out = [not f.wrench_valid for f in seen]
+    assert left_out == [20 <= k < 79 for k in range(len(grid))]
+    assert np.isnan(seen[25].external_force_n).all() and list(seen[85].external_force_n) == [0.0, 0.0, 0.0]
+    assert set(tops[20:30]) == {"sensor"} and set(tops[50:]) == {"unauthored"}
 
 
 @pytest.mark.parametrize("batch", [1, 7, 64])

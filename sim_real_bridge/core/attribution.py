@@ -6,8 +6,9 @@ is active when its score reaches ``active_score``. The rules, in priority order:
 
 1. sensor: a health flag of the real stream (dropout, nonfinite, frozen, stamp_jitter,
    saturation, ft_bias_drift). dropout/nonfinite/frozen/stamp_jitter make the real
-   stream untrustworthy: of joint_states or wrench, they suppress every other category
-   at that tick; of a pose stream, that pose is left out (no obstacle or slip from it).
+   stream untrustworthy: of joint_states, they suppress every other category at that
+   tick; of the wrench, it is left out as on a robot without one (the joints' efforts
+   stand in); of a pose stream, that pose is left out (no obstacle or slip from it).
 2. contact: the sim is (or just was) in contact and the real-minus-sim force residual,
    relative to ``contact_force_n`` plus ``contact_force_rel`` of the sim force, is large,
    and the joints stay near their sim twins (a joint residual beyond
@@ -78,78 +79,15 @@ import numpy as np
 from sim_real_bridge.core.attribution_config import AttributionConfig
 from sim_real_bridge.core.fits import DelayFit
 from sim_real_bridge.core.health import UNTRUSTED
+from sim_real_bridge.core.tick_features import Attribution, TickFeatures
+
+__all__ = ["CATEGORIES", "NONE", "Attribution", "AttributionConfig", "TickFeatures", "above_noise", "attribute",
+           "untrusts_residuals"]
 
 CATEGORIES: tuple[str, ...] = ("dynamics", "contact", "sensor", "human", "unauthored")
 NONE = "none"
 #: Event kinds are the injection kinds' names where a health detector has another name.
 _SENSOR_EVENT_KINDS = {"nonfinite": "nan_burst"}
-
-
-@dataclass(slots=True)
-class TickFeatures:
-    """Everything attribution looks at for one analysis time (filled by the engine).
-
-    Joint arrays are shape (J,) in the engine's joint order; NaN where unknown.
-    """
-
-    t_ns: int
-    joints_valid: bool = False
-    joint_residual_rad: float = 0.0
-    effort_residual: float = 0.0
-    joint_noise_rad: float = 0.0  # noise of the noisiest joint's residual
-    effort_noise: float = 0.0
-    #: the largest friction-like effort residual (N m): along each joint's motion, flipping with it
-    friction_nm: float = 0.0
-    #: of the largest effort residual, the share that friction-like part carries (0..1)
-    friction_share: float = 0.0
-    force_residual_n: float = 0.0
-    torque_residual_nm: float = 0.0
-    sim_force_n: float = 0.0
-    #: the sim's contact force beyond the tool's weight (N, world, the sensor's sign)
-    sim_contact_force_n: Sequence[float] = (0.0, 0.0, 0.0)
-    external_force_n: Sequence[float] = (0.0, 0.0, 0.0)
-    wrench_valid: bool = False
-    sim_contact: bool = False
-    sim_contact_recent: bool = False
-    real_contact: bool = False
-    sim_tip_velocity_m_s: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    real_tip_velocity_m_s: np.ndarray = field(default_factory=lambda: np.zeros(3))
-    ee_error_m: float = float("nan")
-    #: real minus sim tool position (m, world), NaN while the ee pose is untrusted
-    ee_offset_m: Sequence[float] = (math.nan, math.nan, math.nan)
-    object_error_m: float = float("nan")
-    object_tool_error_m: float = float("nan")
-    object_error_speed_m_s: float = float("nan")
-    object_free_drift_m: float = 0.0
-    real_tool_object_m: float = float("nan")
-    sim_tool_object_m: float = float("nan")
-    sim_object_speed_m_s: float = float("nan")
-    stalled_joints: tuple[str, ...] = ()
-    stall_s: float = 0.0
-    fit: DelayFit | None = None
-    unexplained_s: float = 0.0
-    #: active stream health detectors: (name, severity, evidence)
-    sensor_flags: list[tuple[str, float, dict[str, str]]] = field(default_factory=list)
-    since_untrusted_s: float = float("inf")
-    since_active_s: dict[str, float] = field(default_factory=dict)
-    last_kind: dict[str, str] = field(default_factory=dict)
-    #: the free-space cause (dynamics or human) active as this contact phase began, or ""
-    contact_carry: str = ""
-    #: with a wrist force beyond human_force_n: whether the real tool last moved along with
-    #: the sim's against it (dragging a hand) rather than stopping (blocked); None unknown
-    load_dragged: bool | None = None
-
-
-@dataclass(slots=True)
-class Attribution:
-    """Scores of one tick, the active categories and their kind/evidence."""
-
-    t_ns: int
-    scores: dict[str, float]
-    active: dict[str, tuple[float, str, dict[str, str]]]
-    top: str
-    #: the unauthored score is the tail of an earlier unauthored cause, not new evidence
-    tail: bool = False
 
 
 def _norm(v: np.ndarray) -> float:
@@ -257,10 +195,10 @@ def _sensor_rule(f: TickFeatures, cfg: AttributionConfig, scores: _Scores) -> bo
 
 
 def untrusts_residuals(detector: str, stream: str) -> bool:
-    """Whether a health flag makes the joint and wrench residuals untrustworthy: an
-    untrusted joint or wrench stream does; a pose stream's fault only takes its pose
-    out of the analysis (the scan drops it at those rows)."""
-    return detector in UNTRUSTED and not stream.endswith("_pose")
+    """Whether a health flag makes every residual untrustworthy: an untrusted joint
+    stream does. A wrench or pose stream's fault only takes that stream out of the
+    analysis (the scan drops it at those rows; the joints' efforts stand in for a wrench)."""
+    return detector in UNTRUSTED and stream.endswith("joint_states")
 
 
 def _wrist(f: TickFeatures, cfg: AttributionConfig) -> _Wrist:
@@ -299,9 +237,9 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
         s = max(cfg.active_score, _ramp(w.ext_n, cfg.ft_unfelt_force_n))
         if s > scores.sensor:
             scores.put("sensor", s, "ft_bias_drift", _common_evidence(f, w.ext_n))
-    elif f.wrench_valid and not w.free:
+    elif f.wrench_valid and not w.free and not _weight_past_table(f, cfg, w):
         _contact_rule(f, cfg, w, scores)
-    elif not w.free:
+    elif not w.free and not f.wrench_valid:
         _contact_without_wrench(f, cfg, scores)
     elif _blocked_off_path(f, cfg):
         # pushed off its path further than a hand moves a position-held arm, by what the
@@ -320,6 +258,12 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
                        {**_common_evidence(f, w.ext_n), "tool_sag_cos": f"{sag_cos:.2f}"})
         else:
             _agent(f, cfg, w, scores)
+
+
+def _weight_past_table(f: TickFeatures, cfg: AttributionConfig, w: _Wrist) -> bool:
+    """A weight pulling the tool down by more than the sim's whole contact force: a table
+    can at most stop pushing, so this is no contact gap (the sim just left the surface)."""
+    return w.weight and float(w.ext[2]) > cfg.contact_force_n + f.sim_force_n
 
 
 def _blocked_off_path(f: TickFeatures, cfg: AttributionConfig) -> bool:

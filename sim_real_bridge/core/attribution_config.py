@@ -118,7 +118,8 @@ class AttributionConfig:
         unexplained_residual_rad: residual the fit cannot explain that is unauthored.
         unexplained_min_s: how long the unexplained residual must persist.
         sensor_recovery_s: residual-based categories stay suppressed this long after an
-            untrusted stream recovers (smoothing and fit windows still hold bad data).
+            untrusted joint stream recovers, a wrench stream stays left out this long
+            after it does (smoothing and fit windows still hold bad data).
         unauthored_linger_s: human or dynamics evidence within this long after the last
             direct unauthored evidence is attributed to the same unauthored cause (its
             tail); the tail never extends itself.

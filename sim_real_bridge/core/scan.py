@@ -23,22 +23,17 @@ from __future__ import annotations
 import math
 from bisect import insort
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.signal import lfilter
 
-from sim_real_bridge.core.attribution import (
-    AttributionConfig,
-    Attribution,
-    TickFeatures,
-    above_noise,
-    attribute,
-    untrusts_residuals,
-)
+from sim_real_bridge.core.attribution import AttributionConfig, above_noise, attribute, untrusts_residuals
 from sim_real_bridge.core.fits import DelayFit
 from sim_real_bridge.core.health import DETECTORS, UNTRUSTED, StreamFlags
 from sim_real_bridge.core.read_stage import Grid
+from sim_real_bridge.core.tick_features import Attribution, TickFeatures
 
 #: Fitted delays kept for the latency estimate (the newest).
 LATENCY_DELAYS_KEPT = 2000
@@ -117,6 +112,7 @@ class ScanState:
     fit: DelayFit | None = None
     unexplained_s: float = 0.0
     last_untrusted_ns: int | None = None
+    last_wrench_untrusted_ns: int | None = None
     last_active_ns: dict[str, int] = field(default_factory=dict)
     active_since_ns: dict[str, int] = field(default_factory=dict)  # start of each category's active run
     last_kind: dict[str, str] = field(default_factory=dict)
@@ -353,6 +349,18 @@ def _stalls(state: ScanState, cfg: ScanConfig, names: tuple[str, ...], stalling:
     return stalled, max(state.stall_s) if stalled else 0.0
 
 
+def _trusted_wrench(state: ScanState, cfg: ScanConfig, t: int, row: dict) -> tuple[bool, Sequence[float]]:
+    """Whether the wrench counts at this row, and its external force: a wrench stream
+    that is untrusted (or recovering from it: its smoothing still holds the bad rows) is
+    left out, as on a robot without one, so the joints' efforts stand in for it."""
+    if row["wrench_untrusted"]:
+        state.last_wrench_untrusted_ns = t
+    last = state.last_wrench_untrusted_ns
+    if last is not None and (t - last) * 1e-9 < cfg.attribution.sensor_recovery_s:
+        return False, (math.nan, math.nan, math.nan)
+    return row["wrench_valid"], row["external_force_n"]
+
+
 def _untrusted_rows(grid: Grid, topic: str, detectors: frozenset[str] = UNTRUSTED) -> np.ndarray:
     """(K,) rows at which either side's ``topic`` has one of ``detectors`` active."""
     out = np.zeros(len(grid), dtype=bool)
@@ -397,6 +405,7 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
         stalling = ((real_qd < cfg.stall_speed_rad_s) & (sim_qd > cfg.stall_sim_speed_rad_s)).tolist()
         slow_real = (real_qd < 2 * cfg.stall_speed_rad_s).tolist()
     ee_untrusted = _untrusted_rows(grid, "ee_pose")
+    wrench_untrusted = _untrusted_rows(grid, "wrench")
     # a stamp off by milliseconds moves an object that rests or is pushed at centimetres
     # per second by well under the object thresholds: jitter leaves its pose in
     object_untrusted = _untrusted_rows(grid, "object_pose", UNTRUSTED - {"stamp_jitter"})
@@ -411,6 +420,7 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
     object_tool_m[ee_untrusted | object_untrusted] = np.nan
     columns = dict(
         t=grid.t_ns.tolist(), valid=grid.joints_valid.tolist(), wrench_valid=grid.wrench_valid.tolist(),
+        wrench_untrusted=wrench_untrusted.tolist(),
         frame_world=grid.frame_world.tolist(), sim_force=grid.sim_world_force_n.tolist(),
         real_force=grid.real_world_force_n.tolist(),
         sim_ok=np.isfinite(grid.sim_world_force_n).all(axis=1).tolist(),
@@ -468,13 +478,14 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
     flags = sensor_flags(grid.flags, k) if flagged else []
     if any(untrusts_residuals(name, evidence["stream"]) for name, _, evidence in flags):
         state.last_untrusted_ns = t
+    wrench_valid, external_force_n = _trusted_wrench(state, cfg, t, row)
     features = TickFeatures(
         t_ns=t, joints_valid=valid, joint_residual_rad=row["joint_residual_rad"],
         effort_residual=row["effort_residual"], joint_noise_rad=row["joint_noise_rad"],
         effort_noise=row["effort_noise"], friction_nm=row["friction_nm"], friction_share=row["friction_share"],
         force_residual_n=row["force_residual_n"],
         torque_residual_nm=row["torque_residual_nm"], sim_force_n=sim_force_n, sim_contact_force_n=sim_contact_force,
-        external_force_n=row["external_force_n"], wrench_valid=row["wrench_valid"],
+        external_force_n=external_force_n, wrench_valid=wrench_valid,
         sim_contact=state.sim_contact, sim_contact_recent=recent, real_contact=state.real_contact,
         sim_tip_velocity_m_s=grid.sim_tip_velocity_m_s[k], real_tip_velocity_m_s=grid.real_tip_velocity_m_s[k],
         ee_error_m=row["ee_error"], ee_offset_m=row["ee_offset"], object_error_m=row["object_error_m"],
