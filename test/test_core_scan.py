@@ -349,6 +349,21 @@ def test_an_untrusted_wrench_is_left_out_and_suppresses_nothing(monkeypatch: pyt
     assert set(tops[20:30]) == {"sensor"} and set(tops[50:]) == {"unauthored"}
 
 
+def test_jittered_joint_stamps_are_sensor_and_suppress_nothing() -> None:
+    # Milliseconds of stamp error raise the residuals' noise (the thresholds follow it);
+    # the residuals stay usable, so the stall found from row 49 goes on being reported.
+    grid = _stall_grid()
+    active = np.zeros(len(grid), dtype=bool)
+    active[60:70] = True
+    detail = {name: np.zeros(len(grid)) for name in ("mad_ratio", "quietest_mad_s", "delay_std_s", "backwards")}
+    grid.flags["real/joint_states"] = StreamFlags(
+        "real/joint_states", {"stamp_jitter": active}, {"stamp_jitter": np.where(active, 0.8, 0.0)}, detail)
+    verdicts = run(grid, [], [], NAMES, ScanState(), CONFIG).verdicts
+    assert all(set(v.active) == {"sensor", "unauthored"} for v in verdicts[60:70])
+    assert {v.active["sensor"][1] for v in verdicts[60:70]} == {"stamp_jitter"}
+    assert {v.top for v in verdicts[50:]} == {"unauthored"}
+
+
 @pytest.mark.parametrize("batch", [1, 7, 64])
 def test_the_scan_in_batches_gives_the_scan_in_one_pass(batch: int) -> None:
     grid = _contact_grid()

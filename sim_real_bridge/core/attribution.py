@@ -5,8 +5,9 @@ Transparent rules over the features the engine computes (all named thresholds li
 is active when its score reaches ``active_score``. The rules, in priority order:
 
 1. sensor: a health flag of the real stream (dropout, nonfinite, frozen, stamp_jitter,
-   saturation, ft_bias_drift). dropout/nonfinite/frozen/stamp_jitter make the real
-   stream untrustworthy: of joint_states, they suppress every other category at that
+   saturation, ft_bias_drift). dropout/nonfinite/frozen make the real stream
+   untrustworthy (a jittered stamp only raises the residuals' noise, which the
+   thresholds follow): of joint_states, they suppress every other category at that
    tick; of the wrench, it is left out as on a robot without one (the joints' efforts
    stand in); of a pose stream, that pose is left out (no obstacle or slip from it).
 2. contact: the sim is (or just was) in contact and the real-minus-sim force residual,

@@ -39,7 +39,9 @@ from sim_real_bridge.errors import ConfigError
 
 DETECTORS: tuple[str, ...] = ("dropout", "nonfinite", "frozen", "stamp_jitter", "saturation")
 #: Detectors whose activity makes the stream untrustworthy (residuals built on it mean nothing).
-UNTRUSTED: frozenset[str] = frozenset({"dropout", "nonfinite", "frozen", "stamp_jitter"})
+#: Not stamp_jitter: a stamp off by milliseconds raises the residuals' noise, which the
+#: attribution thresholds are scaled by, and leaves them usable.
+UNTRUSTED: frozenset[str] = frozenset({"dropout", "nonfinite", "frozen"})
 #: The running statistics are refreshed every this many samples.
 STATS_EVERY = 16
 _NEVER = np.iinfo(np.int64).max

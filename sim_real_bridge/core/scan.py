@@ -361,13 +361,13 @@ def _trusted_wrench(state: ScanState, cfg: ScanConfig, t: int, row: dict) -> tup
     return row["wrench_valid"], row["external_force_n"]
 
 
-def _untrusted_rows(grid: Grid, topic: str, detectors: frozenset[str] = UNTRUSTED) -> np.ndarray:
-    """(K,) rows at which either side's ``topic`` has one of ``detectors`` active."""
+def _untrusted_rows(grid: Grid, topic: str) -> np.ndarray:
+    """(K,) rows at which either side's ``topic`` is untrusted (an UNTRUSTED detector active)."""
     out = np.zeros(len(grid), dtype=bool)
     for side in ("sim", "real"):
         stream_flags = grid.flags.get(f"{side}/{topic}")
         if stream_flags is not None:
-            out |= stream_flags.any_active(detectors)
+            out |= stream_flags.any_active(UNTRUSTED)
     return out
 
 
@@ -406,9 +406,7 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
         slow_real = (real_qd < 2 * cfg.stall_speed_rad_s).tolist()
     ee_untrusted = _untrusted_rows(grid, "ee_pose")
     wrench_untrusted = _untrusted_rows(grid, "wrench")
-    # a stamp off by milliseconds moves an object that rests or is pushed at centimetres
-    # per second by well under the object thresholds: jitter leaves its pose in
-    object_untrusted = _untrusted_rows(grid, "object_pose", UNTRUSTED - {"stamp_jitter"})
+    object_untrusted = _untrusted_rows(grid, "object_pose")
     ee_offset = np.where(ee_untrusted[:, None], np.nan, grid.ee_error_m)
     ee_error = np.linalg.norm(ee_offset, axis=1)
     object_error = np.where(object_untrusted[:, None], np.nan, grid.real_object[:, :3] - grid.sim_object[:, :3])
