@@ -9,7 +9,8 @@ of an actuation-latency injection (a spurious human push), a frozen wrench strea
 recovers (followed by an unauthored joint_stall), a payload added during a wipe (called
 contact), a hold of the tool (split into obstacle and contact pieces), an obstacle met
 with a link (the wrist feels nothing: read as a human push), joint friction (read as a
-human push, or missed below the dynamics threshold), and the contact
+human push, or missed below the dynamics threshold), a payload on an arm without a wrist
+sensor whose sag turns off vertical with the pose (read as a human push), and the contact
 phases of a wipe read as contact after a gain change was already found, and a gain change
 during a wipe's contact read as contact.
 
@@ -55,6 +56,8 @@ CASES = [
     Case("frozen wrench that recovers", 747, 27.0, "sensor", "frozen", ("unauthored",)),
     Case("payload added during a wipe", 2, 22.0, "dynamics", "payload", ("contact",)),
     Case("obstacle met with a link", 4, 22.0, "unauthored", "obstacle", ("human",)),
+    Case("payload without a wrist sensor, its sag turning off vertical", 55, 19.0, "dynamics",
+         "payload", ("human",)),
 ]
 
 

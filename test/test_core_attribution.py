@@ -143,6 +143,21 @@ def test_without_a_wrist_sensor_a_load_sagging_the_tool_is_payload() -> None:
     assert active(feats(**load)) == {"human": "push"}
 
 
+def test_without_a_wrist_sensor_a_payload_found_a_moment_ago_stays_one_as_its_sag_turns() -> None:
+    # Seed 469 (arm7): a payload's sag is 46 degrees off vertical in part of the wipe (the
+    # arm is stiffer in some directions): it flickered between payload and push.
+    load = dict(joint_residual_rad=0.003, effort_residual=6.0, wrench_valid=False, external_force_n=np.full(3, np.nan),
+                ee_offset_m=np.array([-0.0021, 0.0009, -0.0022]))  # cos to -z 0.69
+    assert active(feats(**load)) == {"human": "push"}
+    payload_now = dict(last_kind={"dynamics": "payload"}, since_active_s={"dynamics": 0.02})
+    assert active(feats(**load, **payload_now)) == {"dynamics": "payload"}
+    assert active(feats(**load, last_kind={"dynamics": "payload"}, since_active_s={"dynamics": 5.0})) == {
+        "human": "push"}  # (a payload of long ago)
+    # a sag mostly sideways is a person, payload or not
+    assert active(feats(**{**load, "ee_offset_m": np.array([0.003, 0.001, -0.0015])}, **payload_now)) == {
+        "human": "push"}
+
+
 def test_unfelt_wrist_force_is_sensor_bias() -> None:
     f = feats(effort_residual=0.2, external_force_n=np.array([0.0, 0.0, 3.0]))
     assert active(f) == {"sensor": "ft_bias_drift"}

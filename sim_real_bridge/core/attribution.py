@@ -87,6 +87,8 @@ __all__ = ["CATEGORIES", "NONE", "Attribution", "AttributionConfig", "TickFeatur
 
 CATEGORIES: tuple[str, ...] = ("dynamics", "contact", "sensor", "human", "unauthored")
 NONE = "none"
+#: A cause active this long ago is still the one at hand (a few analysis ticks).
+_MOMENT_S = 0.25
 #: Event kinds are the injection kinds' names where a health detector has another name.
 _SENSOR_EVENT_KINDS = {"nonfinite": "nan_burst"}
 
@@ -253,7 +255,7 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
             # a weight pulls the tool down (the sensor reads the table's push up as -z, a
             # weight's pull as +z) and sags it; a hand lifting or holding it up is not one
             scores.put("dynamics", _ramp(w.ext_n, cfg.ft_unfelt_force_n), "payload", _common_evidence(f, w.ext_n))
-        elif not f.wrench_valid and (sag_cos := _sag_cos(f)) >= cfg.payload_sag_cos:
+        elif not f.wrench_valid and (sag_cos := _sag_cos(f)) >= _payload_sag_min(f, cfg):
             # no wrist sensor: a weight shows as the tool sagging mostly straight down
             scores.put("dynamics", _ramp(f.effort_residual, cfg.effort_residual_nm), "payload",
                        {**_common_evidence(f, w.ext_n), "tool_sag_cos": f"{sag_cos:.2f}"})
@@ -300,6 +302,12 @@ def _put_friction(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
     scores.put("dynamics", _ramp(f.friction_nm, _friction_min(f, cfg)), "joint_friction",
                {**_common_evidence(f, w.ext_n), "friction_nm": f"{f.friction_nm:.2f}",
                 "friction_share": f"{f.friction_share:.2f}"})
+
+
+def _payload_sag_min(f: TickFeatures, cfg: AttributionConfig) -> float:
+    """How straight down a sag must be to be a weight: less for a payload found a moment ago."""
+    kept = f.last_kind.get("dynamics") == "payload" and f.since_active_s.get("dynamics", math.inf) <= _MOMENT_S
+    return cfg.payload_kept_sag_cos if kept else cfg.payload_sag_cos
 
 
 def _sag_cos(f: TickFeatures) -> float:
