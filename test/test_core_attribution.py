@@ -158,6 +158,21 @@ def test_without_a_wrist_sensor_a_payload_found_a_moment_ago_stays_one_as_its_sa
         "human": "push"}
 
 
+def test_in_contact_joints_pushing_back_along_their_motion_with_the_wrist_as_modelled_is_joint_friction() -> None:
+    # Seed 226: friction in a joint during a wipe's contact; the wrist reads the contact
+    # as the sim models it (the table's friction would be felt there).
+    rubbing = dict(sim_contact_recent=True, sim_contact=True, sim_force_n=30.0, effort_residual=1.0,
+                   joint_residual_rad=0.001, friction_nm=0.9, friction_share=0.9)
+    assert active(feats(**rubbing, force_residual_n=0.5, external_force_n=np.array([0.2, 0.4, 0.1]))) == {
+        "dynamics": "joint_friction"}
+    # a contact residual at the wrist is the contact's
+    felt = {**rubbing, "effort_residual": 6.7}
+    assert active(feats(**felt, force_residual_n=8.0, external_force_n=np.array([0.0, 8.0, 0.5]))) == {
+        "contact": "friction"}
+    # and an effort residual that does not flip with the motion is nothing here
+    assert active(feats(**{**rubbing, "friction_share": 0.2}, force_residual_n=0.5)) == {}
+
+
 def test_unfelt_wrist_force_is_sensor_bias() -> None:
     f = feats(effort_residual=0.2, external_force_n=np.array([0.0, 0.0, 3.0]))
     assert active(f) == {"sensor": "ft_bias_drift"}

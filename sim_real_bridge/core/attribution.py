@@ -352,6 +352,10 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
                     "effort_residual": f"{f.effort_residual:.2f}"})
     elif s >= cfg.active_score and w.felt and _load_changed(f, cfg, w):
         return  # the surface is as modelled; what presses on it changed (a cause found elsewhere)
+    elif s < cfg.active_score and _frictional(f, cfg):
+        # the wrist feels the contact as modelled while the joints push back along their
+        # motion: friction in the joints (the table's would be felt at the wrist)
+        _put_friction(f, cfg, w, scores)
     elif w.felt or s < cfg.active_score:
         scores.put("contact", s, _contact_kind(f, cfg, w.ext), {
             "force_residual_n": f"{f.force_residual_n:.2f}", "sim_force_n": f"{f.sim_force_n:.2f}",
