@@ -292,7 +292,11 @@ def _stall_grid() -> Grid:
     sim_qd = np.tile([0.5, 0.3], (k, 1))
     real_qd = sim_qd.copy()
     real_qd[40:, 1] = 0.0  # j2 stops from row 40 while its sim twin goes on
-    return _grid(k, sim_qd_rad_s=sim_qd, real_qd_rad_s=real_qd)
+    t_s = DT_NS * 1e-9 * np.arange(k)[:, None]
+    sim_q = 0.1 + sim_qd * t_s
+    real_q = sim_q.copy()
+    real_q[40:, 1] = real_q[40, 1]
+    return _grid(k, sim_q_rad=sim_q, real_q_rad=real_q, sim_qd_rad_s=sim_qd, real_qd_rad_s=real_qd)
 
 
 def test_a_joint_stopped_while_its_twin_moves_is_a_stall_after_stall_min_s() -> None:

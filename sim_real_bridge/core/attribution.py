@@ -26,7 +26,7 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    unilateral along the sim's direction of travel (a surface), see obstacle rule below;
    or when it carries the tool further off its path than a hand could (a link hit it).
 4. unauthored: a stalled joint (real velocity ~0 while the sim joint moves, no external
-   wrench), or an object pose divergence while the sim's object does not diverge from
+   wrench, the joints fallen behind their twins by ``dynamics_residual_rad``), or an object pose divergence while the sim's object does not diverge from
    the tool, or a persistent joint residual the delay/gain/offset fit does not explain.
 5. dynamics: free space, joint residual above ``dynamics_residual_rad`` and explained
    by the delay/gain/offset fit (explained share >= ``dynamics_min_explained``, delay
@@ -453,6 +453,7 @@ def _unauthored_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores
     """4. unauthored: a stalled joint; the object moving away with nothing modelled touching it."""
     active_score = cfg.active_score
     if (f.joints_valid and f.stalled_joints and f.stall_s >= cfg.stall_min_s
+            and f.joint_residual_rad >= cfg.dynamics_residual_rad
             and scores.human < active_score and scores.unauthored < active_score):
         scores.put("unauthored", min(1.0, 0.5 + f.stall_s), "joint_stall",
                    {"stalled": ",".join(f.stalled_joints), "stall_s": f"{f.stall_s:.2f}"})
