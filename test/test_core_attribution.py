@@ -390,6 +390,10 @@ def test_contact_residual_after_a_slip() -> None:
                    external_force_n=np.array([0.0, 6.0, 0.0]), effort_residual=3.0, joint_residual_rad=0.003)
     recent = dict(since_active_s={"unauthored": 1.0}, last_kind={"unauthored": "object_slip"})
     assert active(feats(**contact, **recent)) == {"unauthored": "object_slip"}
+    # a consequence of the slip, not new evidence of one: marked a tail, so the linger runs
+    # from the slip's own last evidence and a later contact gap is not absorbed (seed 195)
+    assert attribute(feats(**contact, **recent), CFG).tail
+    assert not attribute(feats(object_error_m=0.05, object_error_speed_m_s=0.02, real_tool_object_m=0.3), CFG).tail
     # long after the slip, with the object left displaced: a known consequence, nothing new
     old = dict(since_active_s={"unauthored": 30.0}, last_kind={"unauthored": "object_slip"})
     assert active(feats(**contact, **old, object_free_drift_m=0.05, sim_tool_object_m=0.06)) == {}

@@ -120,6 +120,8 @@ class _Scores:
     sensor: float = 0.0
     human: float = 0.0
     unauthored: float = 0.0
+    #: the unauthored score is a consequence of an earlier slip, not new evidence of one
+    consequence: bool = False
     kinds: dict[str, str] = field(default_factory=dict)
     evidence: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -153,7 +155,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
         _wrench_rules(f, cfg, wrist, scores)
         _unauthored_rules(f, cfg, wrist, scores)
         _dynamics_rule(f, cfg, wrist, scores)
-    tail = not suppressed and _unauthored_tail(f, cfg, scores)
+    tail = not suppressed and (_unauthored_tail(f, cfg, scores) or scores.consequence)
     values = {"dynamics": scores.dynamics, "contact": scores.contact, "sensor": scores.sensor,
               "human": scores.human, "unauthored": scores.unauthored}
     active: dict[str, tuple[float, str, dict[str, str]]] = {}
@@ -329,6 +331,7 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
         scores.put("unauthored", s if slip_recent else 0.0, "object_slip",
                    {"object_free_drift_m": f"{f.object_free_drift_m:.3f}",
                     "force_residual_n": f"{f.force_residual_n:.2f}"})
+        scores.consequence = slip_recent  # (so the slip's linger runs from its own evidence)
     elif s >= cfg.active_score and w.felt and _actuation_in_contact(f, cfg):
         # a contact model changes the force on a position-held arm, its joints hardly move
         fit = f.fit
