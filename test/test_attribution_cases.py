@@ -14,11 +14,11 @@ sensor whose sag turns off vertical with the pose (read as a human push), and th
 phases of a wipe read as contact after a gain change was already found, and a gain change
 during a wipe's contact read as contact.
 
-Still wrong, and so not here (issue "Attribution that holds on robots and scenarios it
-has never seen" lists them with these seeds): an obstacle in a push task (seed 243:
-found 1.1 s late as joint_stall), a 0.74 kg payload during a wipe without a wrench
-sensor (seed 593: missed), an F/T bias drift of 0.24 N/s (seed 240: 8 s late), a hold
-of the wrist (seed 518: 3.6 s late, kind push; every hold so far is found with kind push).
+Still wrong, and so not here (as run on 2026-12-07): an obstacle in a push task (seed
+243: found 1.1 s late), a payload during a wipe without a wrench sensor (seed 593: read
+as contact friction in the contact phases, found 6.5 s late, then a push), an F/T bias
+drift of 0.24 N/s (seed 240: 8.4 s late), a hold of the wrist during a wipe (seed 518:
+contact friction first, then a push 3.6 s late, and a joint_friction between).
 """
 
 from __future__ import annotations
