@@ -351,6 +351,12 @@ def test_an_untrusted_wrench_is_left_out_and_suppresses_nothing(monkeypatch: pyt
     assert left_out == [20 <= k < 79 for k in range(len(grid))]
     assert np.isnan(seen[25].external_force_n).all() and list(seen[85].external_force_n) == [0.0, 0.0, 0.0]
     assert set(tops[20:30]) == {"sensor"} and set(tops[50:]) == {"unauthored"}
+    # the same in batches (the recovery carried across them)
+    seen.clear()
+    state = ScanState()
+    for lo in range(0, len(grid), 7):
+        run(_take(grid, slice(lo, lo + 7)), [], [], NAMES, state, CONFIG)
+    assert [not f.wrench_valid for f in seen] == left_out
 
 
 def test_jittered_joint_stamps_are_sensor_and_suppress_nothing() -> None:

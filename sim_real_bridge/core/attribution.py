@@ -26,8 +26,9 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    unilateral along the sim's direction of travel (a surface), see obstacle rule below;
    or when it carries the tool further off its path than a hand could (a link hit it).
 4. unauthored: a stalled joint (real velocity ~0 while the sim joint moves, no external
-   wrench, the joints fallen behind their twins by ``dynamics_residual_rad``), or an object pose divergence while the sim's object does not diverge from
-   the tool, or a persistent joint residual the delay/gain/offset fit does not explain.
+   wrench, the joints fallen behind their twins by ``dynamics_residual_rad``), or an
+   object pose divergence while the sim's object does not diverge from the tool, or a
+   persistent joint residual the delay/gain/offset fit does not explain.
 5. dynamics: free space, joint residual above ``dynamics_residual_rad`` and explained
    by the delay/gain/offset fit (explained share >= ``dynamics_min_explained``, delay
    and gain within plausible bounds). Joint friction also by its own signature: an
@@ -87,8 +88,6 @@ __all__ = ["CATEGORIES", "NONE", "Attribution", "AttributionConfig", "TickFeatur
 
 CATEGORIES: tuple[str, ...] = ("dynamics", "contact", "sensor", "human", "unauthored")
 NONE = "none"
-#: A cause active this long ago is still the one at hand (a few analysis ticks).
-_MOMENT_S = 0.25
 #: Event kinds are the injection kinds' names where a health detector has another name.
 _SENSOR_EVENT_KINDS = {"nonfinite": "nan_burst"}
 
@@ -308,7 +307,8 @@ def _put_friction(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
 
 def _payload_sag_min(f: TickFeatures, cfg: AttributionConfig) -> float:
     """How straight down a sag must be to be a weight: less for a payload found a moment ago."""
-    kept = f.last_kind.get("dynamics") == "payload" and f.since_active_s.get("dynamics", math.inf) <= _MOMENT_S
+    kept = (f.last_kind.get("dynamics") == "payload"
+            and f.since_active_s.get("dynamics", math.inf) <= cfg.payload_kept_s)
     return cfg.payload_kept_sag_cos if kept else cfg.payload_sag_cos
 
 

@@ -85,9 +85,10 @@ class AttributionConfig:
             tool this straight down (cos to -z of real minus sim tool position) is a
             payload: a weight sags the tool mostly down, a person moves it mostly along
             the push.
-        payload_kept_sag_cos: a payload found a moment ago stays one while the sag is
-            at least this straight down (the sag's direction turns with the arm's pose:
-            its stiffness differs by direction).
+        payload_kept_sag_cos: a payload found within ``payload_kept_s`` stays one while
+            the sag is at least this straight down (cos to -z; the sag's direction turns
+            with the arm's pose: its stiffness differs by direction).
+        payload_kept_s: how recently (a few analysis ticks) that payload was found.
         obstacle_ee_error_m: tool position error that, with a felt wrist force, is an
             obstacle.
         obstacle_vertical_ee_error_m: the same for a vertical felt force (``payload_vertical_cos``):
@@ -162,6 +163,7 @@ class AttributionConfig:
     payload_vertical_cos: float = 0.9
     payload_sag_cos: float = 0.7
     payload_kept_sag_cos: float = 0.5
+    payload_kept_s: float = 0.25
     obstacle_ee_error_m: float = 0.012
     obstacle_vertical_ee_error_m: float = 0.036
     obstacle_link_ee_error_m: float = 0.04

@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from bisect import insort
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -349,16 +348,19 @@ def _stalls(state: ScanState, cfg: ScanConfig, names: tuple[str, ...], stalling:
     return stalled, max(state.stall_s) if stalled else 0.0
 
 
-def _trusted_wrench(state: ScanState, cfg: ScanConfig, t: int, row: dict) -> tuple[bool, Sequence[float]]:
-    """Whether the wrench counts at this row, and its external force: a wrench stream
-    that is untrusted (or recovering from it: its smoothing still holds the bad rows) is
-    left out, as on a robot without one, so the joints' efforts stand in for it."""
-    if row["wrench_untrusted"]:
-        state.last_wrench_untrusted_ns = t
-    last = state.last_wrench_untrusted_ns
-    if last is not None and (t - last) * 1e-9 < cfg.attribution.sensor_recovery_s:
-        return False, (math.nan, math.nan, math.nan)
-    return row["wrench_valid"], row["external_force_n"]
+def _wrench_left_out(grid: Grid, state: ScanState, cfg: ScanConfig) -> np.ndarray:
+    """(K,) rows at which the wrench is left out, as on a robot without one (the joints'
+    efforts stand in): its stream untrusted, or recovering from it for sensor_recovery_s
+    (its smoothing still holds the bad rows)."""
+    untrusted = _untrusted_rows(grid, "wrench")
+    if not len(untrusted) or (state.last_wrench_untrusted_ns is None and not untrusted.any()):
+        return untrusted  # (nearly always: no fault so far)
+    t = grid.t_ns
+    before = t[0] if state.last_wrench_untrusted_ns is None else state.last_wrench_untrusted_ns
+    seen = np.maximum.accumulate(untrusted | (state.last_wrench_untrusted_ns is not None))
+    last = np.maximum.accumulate(np.where(untrusted, t, before))
+    state.last_wrench_untrusted_ns = int(last[-1]) if seen[-1] else None
+    return seen & ((t - last) * 1e-9 < cfg.attribution.sensor_recovery_s)
 
 
 def _untrusted_rows(grid: Grid, topic: str) -> np.ndarray:
@@ -405,7 +407,7 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
         stalling = ((real_qd < cfg.stall_speed_rad_s) & (sim_qd > cfg.stall_sim_speed_rad_s)).tolist()
         slow_real = (real_qd < 2 * cfg.stall_speed_rad_s).tolist()
     ee_untrusted = _untrusted_rows(grid, "ee_pose")
-    wrench_untrusted = _untrusted_rows(grid, "wrench")
+    wrench_out = _wrench_left_out(grid, state, cfg)
     object_untrusted = _untrusted_rows(grid, "object_pose")
     ee_offset = np.where(ee_untrusted[:, None], np.nan, grid.ee_error_m)
     ee_error = np.linalg.norm(ee_offset, axis=1)
@@ -417,8 +419,7 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
         object_tool_m = np.abs(real_tool_object_m - sim_tool_object_m)
     object_tool_m[ee_untrusted | object_untrusted] = np.nan
     columns = dict(
-        t=grid.t_ns.tolist(), valid=grid.joints_valid.tolist(), wrench_valid=grid.wrench_valid.tolist(),
-        wrench_untrusted=wrench_untrusted.tolist(),
+        t=grid.t_ns.tolist(), valid=grid.joints_valid.tolist(), wrench_valid=(grid.wrench_valid & ~wrench_out).tolist(),
         frame_world=grid.frame_world.tolist(), sim_force=grid.sim_world_force_n.tolist(),
         real_force=grid.real_world_force_n.tolist(),
         sim_ok=np.isfinite(grid.sim_world_force_n).all(axis=1).tolist(),
@@ -432,6 +433,7 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
         **{name: values.tolist() for name, values in friction(
             grid, state.friction, cfg.friction_alpha, cfg.stall_speed_rad_s).items()},
     )
+    columns["external_force_n"] = np.where(wrench_out[:, None], np.nan, smoothed["external_force_n"]).tolist()
     out = ScanRows(*(np.zeros(k_rows, dtype=bool) for _ in range(3)), np.zeros(k_rows), np.zeros(k_rows), [])
     for k in range(k_rows):
         row = {name: values[k] for name, values in columns.items()}
@@ -476,14 +478,13 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
     flags = sensor_flags(grid.flags, k) if flagged else []
     if any(untrusts_residuals(name, evidence["stream"]) for name, _, evidence in flags):
         state.last_untrusted_ns = t
-    wrench_valid, external_force_n = _trusted_wrench(state, cfg, t, row)
     features = TickFeatures(
         t_ns=t, joints_valid=valid, joint_residual_rad=row["joint_residual_rad"],
         effort_residual=row["effort_residual"], joint_noise_rad=row["joint_noise_rad"],
         effort_noise=row["effort_noise"], friction_nm=row["friction_nm"], friction_share=row["friction_share"],
         force_residual_n=row["force_residual_n"],
         torque_residual_nm=row["torque_residual_nm"], sim_force_n=sim_force_n, sim_contact_force_n=sim_contact_force,
-        external_force_n=external_force_n, wrench_valid=wrench_valid,
+        external_force_n=row["external_force_n"], wrench_valid=row["wrench_valid"],
         sim_contact=state.sim_contact, sim_contact_recent=recent, real_contact=state.real_contact,
         sim_tip_velocity_m_s=grid.sim_tip_velocity_m_s[k], real_tip_velocity_m_s=grid.real_tip_velocity_m_s[k],
         ee_error_m=row["ee_error"], ee_offset_m=row["ee_offset"], object_error_m=row["object_error_m"],
