@@ -383,6 +383,10 @@ def test_object_moving_because_the_sim_pushes_its_own_is_no_slip() -> None:
     assert active(feats(**base, sim_object_speed_m_s=0.0, real_tool_object_m=0.3)) == {"unauthored": "object_slip"}
     assert active(feats(**base, sim_object_speed_m_s=0.05, real_tool_object_m=0.3)) == {}
     assert active(feats(**base, sim_object_speed_m_s=0.0, real_tool_object_m=0.05)) == {}  # the tool touches it
+    # in contact (the table wiped) with both tools far from it: the object moves on its own
+    far = dict(sim_contact_recent=True, real_contact=True, sim_force_n=20.0, sim_object_speed_m_s=0.0)
+    assert active(feats(**base, **far, real_tool_object_m=0.3, sim_tool_object_m=0.3)) == {"unauthored": "object_slip"}
+    assert active(feats(**base, **far, real_tool_object_m=0.3, sim_tool_object_m=0.05)) == {}
 
 
 def test_contact_residual_after_a_slip() -> None:

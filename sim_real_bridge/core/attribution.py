@@ -84,7 +84,7 @@ from sim_real_bridge.core.health import UNTRUSTED
 from sim_real_bridge.core.tick_features import Attribution, TickFeatures
 
 __all__ = ["CATEGORIES", "NONE", "Attribution", "AttributionConfig", "TickFeatures", "above_noise", "attribute",
-           "untrusts_residuals"]
+           "tools_clear_of_object", "untrusts_residuals"]
 
 CATEGORIES: tuple[str, ...] = ("dynamics", "contact", "sensor", "human", "unauthored")
 NONE = "none"
@@ -365,6 +365,12 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
             "torque_residual_nm": f"{f.torque_residual_nm:.3f}", "effort_residual": f"{f.effort_residual:.2f}"})
 
 
+def tools_clear_of_object(real_tool_object_m: float, sim_tool_object_m: float, cfg: AttributionConfig) -> bool:
+    """Both tools too far from the object to touch it: a contact elsewhere (the table
+    wiped beside it) leaves it alone, so its motion is its own."""
+    return real_tool_object_m >= cfg.object_touch_m and sim_tool_object_m >= cfg.object_touch_m
+
+
 def _object_displaced(f: TickFeatures, cfg: AttributionConfig) -> bool:
     """A tool at the object (real or sim) while the object has drifted from where the sim has it."""
     at_object = f.real_tool_object_m < cfg.object_touch_m or f.sim_tool_object_m < cfg.object_touch_m
@@ -460,10 +466,12 @@ def _unauthored_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores
             and scores.human < active_score and scores.unauthored < active_score):
         scores.put("unauthored", min(1.0, 0.5 + f.stall_s), "joint_stall",
                    {"stalled": ",".join(f.stalled_joints), "stall_s": f"{f.stall_s:.2f}"})
-    if (w.free and scores.unauthored < active_score and math.isfinite(f.object_error_m)
+    untouched = (w.free and not f.real_contact) or tools_clear_of_object(
+        f.real_tool_object_m, f.sim_tool_object_m, cfg)
+    if (untouched and scores.unauthored < active_score and math.isfinite(f.object_error_m)
             and math.isfinite(f.object_error_speed_m_s) and f.object_error_m >= cfg.object_error_m
             and f.object_error_speed_m_s >= cfg.object_slip_speed_m_s
-            and not f.real_contact and not (f.real_tool_object_m < cfg.object_touch_m)
+            and not (f.real_tool_object_m < cfg.object_touch_m)
             and not (f.sim_object_speed_m_s > cfg.object_still_m_s)):
         scores.put("unauthored", _ramp(f.object_error_speed_m_s, cfg.object_slip_speed_m_s), "object_slip",
                    {"object_error_m": f"{f.object_error_m:.3f}",

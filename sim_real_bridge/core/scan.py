@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.signal import lfilter
 
-from sim_real_bridge.core.attribution import AttributionConfig, above_noise, attribute, untrusts_residuals
+from sim_real_bridge.core.attribution import (AttributionConfig, above_noise, attribute, tools_clear_of_object,
+                                              untrusts_residuals)
 from sim_real_bridge.core.fits import DelayFit
 from sim_real_bridge.core.health import DETECTORS, UNTRUSTED, StreamFlags
 from sim_real_bridge.core.read_stage import Grid
@@ -106,6 +107,7 @@ class ScanState:
     object_history: deque = field(default_factory=deque)  # (t_ns, error vector) of recent rows
     object_last_error: tuple[float, float, float] | None = None
     object_free_drift_m: float = 0.0
+    object_near_last_ns: int | None = None  # a tool (real or sim) last within object_touch_m
     load_dragged: bool | None = None  # see TickFeatures.load_dragged
     stall_s: list[float] = field(default_factory=list)
     fit: DelayFit | None = None
@@ -277,15 +279,19 @@ def _contact(state: ScanState, cfg: ScanConfig, frame_world: bool, sim_force: li
 
 
 def _object(state: ScanState, cfg: ScanConfig, t: int, error: list[float], error_m: float,
-            sim_contact_recent: bool) -> float:
-    """Track the object's error; returns its growth rate (m/s, NaN when unknown)."""
+            touched: bool, moved: bool) -> float:
+    """Track the object's error; returns its growth rate (m/s, NaN when unknown).
+
+    ``touched``: a modelled contact may touch the object; ``moved``: a tool is or was just
+    now at the object or the sim's object moves. Either way the error's growth is no slip's.
+    """
     if not math.isfinite(error_m):
         state.object_history.clear()
         state.object_last_error = None
         return math.nan
     history = state.object_history
-    if sim_contact_recent:
-        history.clear()  # the growth rate of a slip counts only while nothing modelled touches the object
+    if touched or moved:
+        history.clear()  # the growth rate of a slip counts only while nothing touches the object
     history.append((t, error))
     while len(history) > 1 and history[1][0] <= t - cfg.object_lag_ns:
         history.popleft()
@@ -296,7 +302,7 @@ def _object(state: ScanState, cfg: ScanConfig, t: int, error: list[float], error
     # How far the object wandered on its own (nothing the sim models touching it).
     if error_m < cfg.attribution.object_error_m:
         state.object_free_drift_m = 0.0
-    elif not sim_contact_recent and state.object_last_error is not None:
+    elif not touched and state.object_last_error is not None:
         state.object_free_drift_m += math.dist(error, state.object_last_error)
     state.object_last_error = tuple(error)
     return speed
@@ -461,7 +467,12 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         state.sim_contact_last_ns = t
     recent = state.sim_contact_last_ns is not None and t - state.sim_contact_last_ns <= cfg.contact_recent_ns
     _contact_phase(state, cfg, t, recent)
-    object_speed = _object(state, cfg, t, row["object_error"], row["object_error_m"], recent)
+    if not tools_clear_of_object(row["real_tool_object_m"], row["sim_tool_object_m"], cfg.attribution):
+        state.object_near_last_ns = t
+    # (an object a tool left a moment ago may still slide from its push)
+    near = state.object_near_last_ns is not None and t - state.object_near_last_ns <= cfg.contact_recent_ns
+    moved = near or grid.sim_object_speed_m_s[k] > cfg.attribution.object_still_m_s
+    object_speed = _object(state, cfg, t, row["object_error"], row["object_error_m"], recent and near, moved)
     stalled, stall_s = _stalls(state, cfg, names, stalling, slow_real) if valid else ((), 0.0)
     _load(state, cfg, row["loaded"], row["sim_along"], row["real_along"])
     if fit is not _NO_FIT:
