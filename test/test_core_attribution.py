@@ -70,6 +70,27 @@ def test_friction_like_load_is_dynamics() -> None:
     assert active(f) == {"dynamics": "joint_friction"}
 
 
+def test_a_joint_friction_found_a_moment_ago_goes_on_while_the_joints_drag_along_their_motion() -> None:
+    # seeds 508, 528, 551: between reversals the flip fit cannot tell friction from a steady
+    # push; the efforts of the moving joints all pushing back along their motion can
+    stiff = dict(joint_residual_rad=0.01, effort_residual=5.0, fit=DelayFit(explained=0.99), friction_along_share=0.8)
+    recent = dict(last_kind={"dynamics": "joint_friction"}, since_established_s={"dynamics": 1.0})
+    verdict = attribute(feats(**stiff, **recent), CFG)
+    assert {c: a[1] for c, a in verdict.active.items()} == {"dynamics": "joint_friction"}
+    assert verdict.kept == "dynamics"  # it does not extend itself: friction_kept_s runs from the fit's
+    assert active(feats(**stiff)) == {"human": "push"}  # no friction found before: a person
+    assert active(feats(**stiff, last_kind={"dynamics": "joint_friction"},
+                        since_established_s={"dynamics": 3.0})) == {"human": "push"}
+    assert active(feats(**{**stiff, "friction_along_share": 0.4}, **recent)) == {"human": "push"}
+    # a flicker of friction is not kept (a hand's damping flips with the motion for a moment)
+    flicker = dict(last_kind={"dynamics": "joint_friction"}, since_active_s={"dynamics": 0.5})
+    assert active(feats(**stiff, **flicker)) == {"human": "push"}
+    # a load the wrist feels is no joint's friction
+    felt = dict(external_force_n=np.array([0.0, 8.0, 0.0]), force_residual_n=8.0)
+    assert "human" in active(feats(**stiff, **recent, **felt))
+    assert not attribute(feats(**stiff), CFG).kept
+
+
 def test_stiff_external_load_without_wrist_force_is_human() -> None:
     f = feats(joint_residual_rad=0.015, effort_residual=20.0, fit=DelayFit(explained=0.99))
     assert active(f) == {"human": "push"}

@@ -187,6 +187,20 @@ def test_a_torque_that_flips_with_the_motion_is_friction_a_steady_one_is_not() -
     assert steady["friction_nm"][-1] == 0.0 and steady["friction_share"][-1] == 0.0
 
 
+def test_the_share_along_the_motion_tells_a_drag_on_every_moving_joint_from_a_load_on_some() -> None:
+    k = 400
+    t_s = 0.02 * np.arange(k)
+    qd = np.stack((0.5 * np.sin(np.pi * t_s + 0.2), 0.3 * np.cos(np.pi * t_s)), axis=1)
+    drag = _grid(k, sim_qd_rad_s=qd, real_qd_rad_s=qd.copy(), real_effort=1.5 * np.sign(qd))
+    assert friction(drag, FrictionState(), 0.02, 0.02)["friction_along_share"][-50:].min() > 0.9
+    # a steady load pushes each joint along its motion half the time
+    load = _grid(k, sim_qd_rad_s=qd, real_qd_rad_s=qd.copy(), real_effort=np.tile([1.5, -1.0], (k, 1)))
+    assert 0.3 < friction(load, FrictionState(), 0.02, 0.02)["friction_along_share"][-1] < 0.7
+    # still joints push nothing along a motion
+    still = _grid(k, real_effort=1.5 * np.ones((k, 2)))
+    assert friction(still, FrictionState(), 0.02, 0.02)["friction_along_share"].max() == 0.0
+
+
 def test_before_the_joint_moved_both_ways_friction_is_not_told() -> None:
     k = 40  # 0.8 s: j1 has only moved forward
     qd = _swinging_grid(k, np.zeros(k)).sim_qd_rad_s[:, 0]
@@ -203,6 +217,10 @@ def test_friction_in_batches_equals_one_pass() -> None:
     for lo in range(0, k, 17):
         parts.append(friction(_take(grid, slice(lo, lo + 17)), state, 0.02, 0.02)["friction_nm"])
     np.testing.assert_allclose(np.concatenate(parts), whole["friction_nm"], rtol=1e-9, atol=1e-12)
+    state, parts = FrictionState(), []
+    for lo in range(0, k, 17):
+        parts.append(friction(_take(grid, slice(lo, lo + 17)), state, 0.02, 0.02)["friction_along_share"])
+    np.testing.assert_allclose(np.concatenate(parts), whole["friction_along_share"], rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize(("load", "category"), [("flips", "dynamics"), ("steady", "human")])

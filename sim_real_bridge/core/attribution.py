@@ -121,6 +121,8 @@ class _Scores:
     unauthored: float = 0.0
     #: the unauthored score is a consequence of an earlier slip, not new evidence of one
     consequence: bool = False
+    #: a category whose score continues its own earlier direct evidence without extending it
+    kept: str = ""
     kinds: dict[str, str] = field(default_factory=dict)
     evidence: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -163,7 +165,7 @@ def attribute(features: TickFeatures, config: AttributionConfig) -> Attribution:
             if values[c] >= cfg.active_score:
                 active[c] = (round(float(values[c]), 6), scores.kinds.get(c, ""), scores.evidence.get(c, {}))
     top = max(active, key=lambda c: active[c][0]) if active else NONE
-    return Attribution(f.t_ns, values, active, top, tail)
+    return Attribution(f.t_ns, values, active, top, tail, scores.kept)
 
 
 def _noise_scaled(cfg: AttributionConfig, f: TickFeatures) -> AttributionConfig:
@@ -283,10 +285,25 @@ def _agent(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) 
     if _frictional(f, cfg):
         _put_friction(f, cfg, w, scores)
         return
+    if _friction_kept(f, cfg, w):
+        scores.put("dynamics", _ramp(f.effort_residual, cfg.effort_residual_nm), "joint_friction",
+                   {**_common_evidence(f, w.ext_n), "friction_along_share": f"{f.friction_along_share:.2f}"})
+        scores.kept = "dynamics"
+        return
     speed_sim = _norm(f.sim_tip_velocity_m_s)
     blocked = speed_sim > 0.05 and _norm(f.real_tip_velocity_m_s) < cfg.blocked_speed_ratio * speed_sim
     scores.put("human", _ramp(f.effort_residual, cfg.effort_residual_nm), "hold" if blocked else "push",
                {**_common_evidence(f, w.ext_n), "stiffness_nm_per_rad": f"{w.stiffness:.0f}"})
+
+
+def _friction_kept(f: TickFeatures, cfg: AttributionConfig, w: _Wrist) -> bool:
+    """A joint friction found a moment ago (within ``friction_kept_s`` of a run of at
+    least ``established_min_s``) goes on while the joints' efforts push back along their
+    motion (``friction_along_share``) and the wrist feels no load: between reversals the
+    flip fit cannot tell friction from a steady push."""
+    return (f.joints_valid and w.ext_n < cfg.human_force_n and f.friction_along_share >= cfg.friction_along_share
+            and f.last_kind.get("dynamics") == "joint_friction"
+            and f.since_established_s.get("dynamics", math.inf) <= cfg.friction_kept_s)
 
 
 def _frictional(f: TickFeatures, cfg: AttributionConfig) -> bool:

@@ -30,6 +30,16 @@ class AttributionConfig:
             share of its mean square is a torque along the joint's motion that flips with it.
         friction_min_nm: that torque's least amplitude (at least ``noise_factor`` times the
             effort noise) for joint friction.
+        friction_along_share: with the wrist feeling no load, effort residuals this much
+            of whose square pushes back along the moving joints' motion (smoothed over
+            ``friction_tau_s``) are friction in the joints, not a person's load on a link
+            (which pushes some joints along their motion and some against it); this reads
+            a friction before the joints reverse (the fit needs them moving both ways),
+            while the fit found one within ``friction_kept_s`` in a run of at least
+            ``established_min_s`` (a hand's damping flips with the motion too, for a moment).
+        friction_kept_s: see friction_along_share.
+        established_min_s: a category active this long without a break is established
+            (a flicker of it is not).
         joint_residual_floor_rad: joint residual (smoothed L-inf) below this is noise.
         dynamics_residual_rad: smoothed joint residual (L-inf over joints) that starts
             a dynamics score (score 1 at 2x).
@@ -136,6 +146,9 @@ class AttributionConfig:
     friction_tau_s: float = 1.0
     friction_min_share: float = 0.65
     friction_min_nm: float = 0.3
+    friction_along_share: float = 0.6
+    friction_kept_s: float = 2.0
+    established_min_s: float = 0.2
     joint_residual_floor_rad: float = 0.004
     dynamics_residual_rad: float = 0.006
     dynamics_min_explained: float = 0.6

@@ -78,7 +78,7 @@ class FrictionState:
     direction of motion (each (J,)), and that direction (held while the joint is still)."""
 
     motion_sign: np.ndarray | None = None
-    sums: np.ndarray | None = None  # (5 J,): E[m^2], E[m], E[e m], E[e], E[e^2], J each
+    sums: np.ndarray | None = None  # (5 J + 1,): E[m^2], E[m], E[e m], E[e], E[e^2], J each; the along share
 
 
 @dataclass
@@ -116,6 +116,7 @@ class ScanState:
     last_wrench_untrusted_ns: int | None = None
     last_active_ns: dict[str, int] = field(default_factory=dict)
     active_since_ns: dict[str, int] = field(default_factory=dict)  # start of each category's active run
+    established_ns: dict[str, int] = field(default_factory=dict)  # last active in a run of established_min_s
     last_kind: dict[str, str] = field(default_factory=dict)
     fitted_delays_s: deque = field(default_factory=lambda: deque(maxlen=LATENCY_DELAYS_KEPT))
     sorted_delays_s: list[float] = field(default_factory=list)
@@ -224,11 +225,14 @@ def friction(grid: Grid, state: FrictionState, alpha: float, moving_rad_s: float
     Returns ``friction_nm``: the largest fitted c over the joints whose fit is friction
     (c > 0, |b| below c / 2, moved both ways), else 0; ``friction_share``: of the joint
     with the largest effort residual, the share of its mean square that ``c m`` carries
-    (0 where that joint's fit is not friction).
+    (0 where that joint's fit is not friction); ``friction_along_share``: the share of the
+    effort residuals' square that pushes back along the moving joints' motion, smoothed over
+    the same window (friction drags every moving joint back, a load on a link drags some).
     """
     k_rows, width = grid.effort_res.shape
     if not width:
-        return {"friction_nm": np.zeros(k_rows), "friction_share": np.zeros(k_rows)}
+        return {"friction_nm": np.zeros(k_rows), "friction_share": np.zeros(k_rows),
+                "friction_along_share": np.zeros(k_rows)}
     effort = grid.effort_res
     qd = grid.sim_qd_rad_s
     if state.motion_sign is None or state.motion_sign.shape != (width,):
@@ -241,7 +245,10 @@ def friction(grid: Grid, state: FrictionState, alpha: float, moving_rad_s: float
     state.motion_sign = m[-1] if k_rows else state.motion_sign
     valid = grid.joints_valid & np.isfinite(effort).all(axis=1)
     e = np.where(np.isfinite(effort), effort, 0.0)
-    stacked = np.concatenate([m * m, m, e * m, e, e * e], axis=1)
+    along = np.where(moving, np.clip(e * np.sign(np.nan_to_num(qd)), 0.0, None), 0.0)
+    total = (e * e).sum(axis=1)
+    along_share = np.where(total > 0, (along * along).sum(axis=1) / np.maximum(total, 1e-12), 0.0)
+    stacked = np.concatenate([m * m, m, e * m, e, e * e, along_share[:, None]], axis=1)
     smoothed, state.sums = ema(stacked, valid, alpha, state.sums)
     mm, m1, em, e1, ee = (smoothed[:, i * width:(i + 1) * width] for i in range(5))
     var_m = mm - m1 * m1
@@ -252,7 +259,8 @@ def friction(grid: Grid, state: FrictionState, alpha: float, moving_rad_s: float
         share = np.where(is_friction, np.minimum(1.0, c * c * mm / np.maximum(ee, 1e-12)), 0.0)
     worst = np.argmax(ee, axis=1)[:, None]
     return {"friction_nm": np.where(is_friction, c, 0.0).max(axis=1),
-            "friction_share": np.take_along_axis(share, worst, axis=1)[:, 0]}
+            "friction_share": np.take_along_axis(share, worst, axis=1)[:, 0],
+            "friction_along_share": smoothed[:, 5 * width]}
 
 
 def _contact(state: ScanState, cfg: ScanConfig, frame_world: bool, sim_force: list[float],
@@ -493,6 +501,7 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         t_ns=t, joints_valid=valid, joint_residual_rad=row["joint_residual_rad"],
         effort_residual=row["effort_residual"], joint_noise_rad=row["joint_noise_rad"],
         effort_noise=row["effort_noise"], friction_nm=row["friction_nm"], friction_share=row["friction_share"],
+        friction_along_share=row["friction_along_share"],
         force_residual_n=row["force_residual_n"],
         torque_residual_nm=row["torque_residual_nm"], sim_force_n=sim_force_n, sim_contact_force_n=sim_contact_force,
         external_force_n=row["external_force_n"], wrench_valid=row["wrench_valid"],
@@ -506,15 +515,18 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         fit=state.fit, unexplained_s=state.unexplained_s, sensor_flags=flags,
         since_untrusted_s=(t - state.last_untrusted_ns) * 1e-9 if state.last_untrusted_ns is not None else math.inf,
         since_active_s={c: (t - ns) * 1e-9 for c, ns in state.last_active_ns.items()},
+        since_established_s={c: (t - ns) * 1e-9 for c, ns in state.established_ns.items()},
         last_kind=state.last_kind, contact_carry=state.contact_carry, load_dragged=state.load_dragged,
     )
     verdict = attribute(features, attribution)
     for category, (_, kind, _) in verdict.active.items():
-        if category == "unauthored" and verdict.tail:
+        if (category == "unauthored" and verdict.tail) or category == verdict.kept:
             continue  # a tail is measured from the last direct evidence: it never extends itself
         if t - state.last_active_ns.get(category, t - 2 * cfg.dt_ns) > cfg.dt_ns:
             state.active_since_ns[category] = t
         state.last_active_ns[category] = t
+        if t - state.active_since_ns[category] >= attribution.established_min_s * 1e9:
+            state.established_ns[category] = t
         state.last_kind[category] = kind
     if state.in_contact_phase and "dynamics" in verdict.active:
         state.contact_carry = "dynamics"  # found in this contact: the phase's residual is its

@@ -28,6 +28,8 @@ class TickFeatures:
     friction_nm: float = 0.0
     #: of the largest effort residual, the share that friction-like part carries (0..1)
     friction_share: float = 0.0
+    #: of the effort residuals' square, the share pushing back along the moving joints' motion (smoothed)
+    friction_along_share: float = 0.0
     force_residual_n: float = 0.0
     torque_residual_nm: float = 0.0
     sim_force_n: float = 0.0
@@ -58,6 +60,8 @@ class TickFeatures:
     sensor_flags: list[tuple[str, float, dict[str, str]]] = field(default_factory=list)
     since_untrusted_s: float = float("inf")
     since_active_s: dict[str, float] = field(default_factory=dict)
+    #: per category, time since it was last active in a run of at least ``established_min_s``
+    since_established_s: dict[str, float] = field(default_factory=dict)
     last_kind: dict[str, str] = field(default_factory=dict)
     #: the free-space cause (dynamics or human) active as this contact phase began, or ""
     contact_carry: str = ""
@@ -76,3 +80,5 @@ class Attribution:
     top: str
     #: the unauthored score is the tail of an earlier unauthored cause, not new evidence
     tail: bool = False
+    #: a category whose score continues its earlier direct evidence (it does not extend it)
+    kept: str = ""
