@@ -382,10 +382,11 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
             "torque_residual_nm": f"{f.torque_residual_nm:.3f}", "effort_residual": f"{f.effort_residual:.2f}"})
 
 
-def tools_clear_of_object(real_tool_object_m: float, sim_tool_object_m: float, cfg: AttributionConfig) -> bool:
-    """Both tools too far from the object to touch it: a contact elsewhere (the table
-    wiped beside it) leaves it alone, so its motion is its own."""
-    return real_tool_object_m >= cfg.object_touch_m and sim_tool_object_m >= cfg.object_touch_m
+def tools_clear_of_object(real_tool_object_m: float | np.ndarray, sim_tool_object_m: float | np.ndarray,
+                          cfg: AttributionConfig) -> bool | np.ndarray:
+    """Both tools too far from the object to touch it (per value or per row): a contact
+    elsewhere (the table wiped beside it) leaves it alone, so its motion is its own."""
+    return (real_tool_object_m >= cfg.object_touch_m) & (sim_tool_object_m >= cfg.object_touch_m)
 
 
 def _object_displaced(f: TickFeatures, cfg: AttributionConfig) -> bool:

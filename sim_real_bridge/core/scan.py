@@ -441,6 +441,8 @@ def run(grid: Grid, fits: list[DelayFit | None], fit_rows: list[int], names: tup
         object_error=object_error.tolist(), object_error_m=object_error_m.tolist(),
         object_tool_m=object_tool_m.tolist(), ee_error=ee_error.tolist(), ee_offset=ee_offset.tolist(),
         real_tool_object_m=real_tool_object_m.tolist(), sim_tool_object_m=sim_tool_object_m.tolist(),
+        tools_clear=tools_clear_of_object(real_tool_object_m, sim_tool_object_m, cfg.attribution).tolist(),
+        sim_object_moving=(grid.sim_object_speed_m_s > cfg.attribution.object_still_m_s).tolist(),
         **{name: values.tolist() for name, values in smoothed.items()},
         **{name: values.tolist() for name, values in _load_columns(grid, smoothed["external_force_n"], cfg).items()},
         **{name: values.tolist() for name, values in noise_levels(grid, state.noise, cfg.noise_alpha).items()},
@@ -475,11 +477,11 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         state.sim_contact_last_ns = t
     recent = state.sim_contact_last_ns is not None and t - state.sim_contact_last_ns <= cfg.contact_recent_ns
     _contact_phase(state, cfg, t, recent)
-    if not tools_clear_of_object(row["real_tool_object_m"], row["sim_tool_object_m"], cfg.attribution):
+    if not row["tools_clear"]:
         state.object_near_last_ns = t
     # (an object a tool left a moment ago may still slide from its push)
     near = state.object_near_last_ns is not None and t - state.object_near_last_ns <= cfg.contact_recent_ns
-    moved = near or grid.sim_object_speed_m_s[k] > cfg.attribution.object_still_m_s
+    moved = near or row["sim_object_moving"]
     object_speed = _object(state, cfg, t, row["object_error"], row["object_error_m"], recent and near, moved)
     stalled, stall_s = _stalls(state, cfg, names, stalling, slow_real) if valid else ((), 0.0)
     _load(state, cfg, row["loaded"], row["sim_along"], row["real_along"])
