@@ -27,14 +27,17 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    or when it carries the tool further off its path than a hand could (a link hit it).
 4. unauthored: a stalled joint (real velocity ~0 while the sim joint moves, no external
    wrench, the joints fallen behind their twins by ``dynamics_residual_rad``), or an
-   object pose divergence while the sim's object does not diverge from the tool, or a
-   persistent joint residual the delay/gain/offset fit does not explain.
+   object pose divergence growing with no tool at the object (a contact elsewhere, as
+   a wipe beside it, leaves it alone) and the sim's object still, or a persistent joint
+   residual the delay/gain/offset fit does not explain.
 5. dynamics: free space, joint residual above ``dynamics_residual_rad`` and explained
    by the delay/gain/offset fit (explained share >= ``dynamics_min_explained``, delay
    and gain within plausible bounds). Joint friction also by its own signature: an
    effort residual along each joint's motion that flips sign when the motion does
    (fitted per joint by the scan): such a load is no person, and friction too small to
-   move the joints is found from the efforts alone.
+   move the joints is found from the efforts alone. Between reversals the fit cannot
+   tell; a friction it found a moment ago goes on while every moving joint's effort
+   pushes back along its motion (``friction_along_share``) and the wrist feels no load.
 
 The joint and effort thresholds are in units of the noise of their residuals as well:
 each is at least ``noise_factor`` times the noise the scan measures on the run (per
