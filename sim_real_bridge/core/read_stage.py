@@ -160,7 +160,8 @@ def sample(buffer: StreamBuffer | None, t_ns: np.ndarray, max_gap_ns: int, width
     span = np.maximum(times[hi] - t_lo, 1)
     weight = np.where(bracketed, (t_ns - t_lo) / span, np.where(held, 0.0, np.nan))[:, None]
     low = values[lo]
-    return low + weight * (values[hi] - low)
+    with np.errstate(invalid="ignore"):  # (an infinite sample gives NaN rows: its stream's health counts them)
+        return low + weight * (values[hi] - low)
 
 
 def window_mean(buffer: StreamBuffer | None, start_ns: np.ndarray, end_ns: np.ndarray, width: int,
