@@ -483,6 +483,22 @@ def test_one_lost_stream_is_a_dropout_after_dropout_periods() -> None:
     assert event["end_s"] == pytest.approx(_run_s(5.0 + EngineConfig().features.flag_hold_s), abs=0.05)
 
 
+def test_a_share_of_joint_samples_lost_is_a_dropout_that_leaves_the_joints_in_the_analysis() -> None:
+    # 30% of the real joint samples lost from 2 s: few gaps of dropout_periods, but a
+    # share of samples missing; the samples that arrive still carry the push at 4 s
+    streams = make_recording(Scenario(push=(4.0, 5.5), duration_s=8.0))
+    for i, s in enumerate(streams):
+        if s.side == "real" and s.kind == "joint_states":
+            lost = (s.recv_ns >= T0_RECV_NS + 2 * S) & (np.random.default_rng(5).random(len(s.recv_ns)) < 0.3)
+            streams[i] = replace(s, stamp_ns=s.stamp_ns[~lost], recv_ns=s.recv_ns[~lost],
+                                 values={k: v[~lost] for k, v in s.values.items()})
+    run = replay(streams)
+    sensor = [e for e in run.summary["events"] if e["category"] == "sensor"]
+    assert sensor and all(e["kind"] == "dropout" for e in sensor), sensor
+    assert any(float(e["evidence"].get("lost_share", 0)) >= 0.15 for e in sensor)
+    assert ("human", "push") in _events(run)
+
+
 def test_the_run_starts_at_the_first_command_or_the_real_arms_earlier_motion() -> None:
     streams = make_recording(Scenario(duration_s=4.0, identical_recv=True))
     # Both arms rest for 1 s, then move; the first command is heard only 1.6 s in.

@@ -51,7 +51,7 @@ def test_a_clean_moving_stream_raises_nothing() -> None:
     health = _health(_moving_values(800))
     t = _grid(0.5, 7.5)
     flags = health.flags(t, t + 5 * MS, np.ones((len(t), 2), dtype=bool))
-    assert set(flags.active) == {"dropout", "nonfinite", "frozen", "saturation", "stamp_jitter"}
+    assert set(flags.active) == {"dropout", "sample_loss", "nonfinite", "frozen", "saturation", "stamp_jitter"}
     assert not flags.any_active().any()
     assert health.sample_count == 800
     assert health.stats_at(t[-1:])[0, 0] == pytest.approx(0.01)  # the period learned from the stamps
@@ -241,6 +241,57 @@ def test_stamps_going_backwards_are_stamp_jitter_from_the_start() -> None:
     assert int(flags.evidence("stamp_jitter", 0)["backwards_stamps"]) > 0
 
 
+def _lossy(probability: float, n: int = 1000, from_s: float = 4.0, seed: int = 3) -> np.ndarray:
+    """Which of n samples (100 Hz) arrive when each from from_s on is lost with ``probability``."""
+    keep = np.ones(n, dtype=bool)
+    start = int(from_s * 100)
+    keep[start:] = np.random.default_rng(seed).random(n - start) >= probability
+    return keep
+
+
+def test_a_share_of_samples_lost_is_sample_loss_not_jitter() -> None:
+    # 30% of samples lost at random: gaps of five periods are rare, and the stamp
+    # intervals spread like jitter, but they are whole periods: the samples are missing
+    keep = _lossy(0.3)
+    health = _health(_moving_values(1000), keep)
+    t = _grid(1.0, 9.5)
+    flags = health.flags(t, t + 50 * MS, None)
+    stream_s = (t - 1 * S) * 1e-9
+    loss = flags.active["sample_loss"]
+    assert not loss[stream_s < 4.0].any()
+    assert loss[stream_s >= 5.0].mean() > 0.9
+    assert not flags.active["stamp_jitter"].any()
+    k = int(np.flatnonzero(loss)[-1])
+    assert float(flags.evidence("sample_loss", k)["lost_share"]) == pytest.approx(0.3, abs=0.12)
+
+
+def test_most_samples_lost_is_sample_loss_though_the_median_interval_grew() -> None:
+    keep = _lossy(0.73)
+    flags = _health(_moving_values(1000), keep).flags(t := _grid(1.0, 9.5), t + 50 * MS, None)
+    stream_s = (t - 1 * S) * 1e-9
+    assert flags.active["sample_loss"][stream_s >= 5.0].mean() > 0.9
+    assert not flags.active["stamp_jitter"].any()
+
+
+def test_samples_the_twin_lost_too_or_jittered_stamps_are_no_sample_loss() -> None:
+    keep = _lossy(0.3)
+    t = _grid(1.0, 9.5)
+    twin = _health(_moving_values(1000), _lossy(0.3, seed=4), name="sim/wrench")
+    assert not _health(_moving_values(1000), keep).flags(t, _late(t), None, twin=twin).active["sample_loss"].any()
+    jittered = _stamped(np.where(np.arange(1000) < 400, 50_000, 8 * MS))
+    flags = jittered.flags(t, _late(t), None)
+    assert not flags.active["sample_loss"].any() and flags.active["stamp_jitter"].any()
+
+
+def test_a_stream_that_slows_down_for_good_is_not_losing_samples() -> None:
+    # every second sample from 4 s on: after the window has the new period, it is the stream's rate
+    keep = np.ones(1400, dtype=bool)
+    keep[400::2] = False
+    flags = _health(_moving_values(1400), keep).flags(t := _grid(1.0, 13.5), _late(t), None)
+    stream_s = (t - 1 * S) * 1e-9
+    assert not flags.active["sample_loss"][stream_s >= 7.0].any()
+
+
 def test_the_sim_side_is_judged_for_dropout_only() -> None:
     values = _moving_values(600)
     values[300:311] = np.nan
@@ -293,6 +344,8 @@ def test_trim_keeps_what_recent_queries_need() -> None:
     ("flag_hold_s", -1.0, r"FeatureConfig.flag_hold_s must be > 0"),
     ("frozen_samples", 1, r"FeatureConfig.frozen_samples must be >= 2, got 1"),
     ("jitter_window", 0, r"FeatureConfig.jitter_window must be >= 2"),
+    ("loss_window", 1, r"FeatureConfig.loss_window must be >= 2, got 1"),
+    ("loss_share", 0.0, r"FeatureConfig.loss_share must be > 0"),
 ])
 def test_invalid_thresholds_are_named(field: str, value: float, message: str) -> None:
     config = FeatureConfig(**{field: value})

@@ -92,7 +92,7 @@ __all__ = ["CATEGORIES", "NONE", "Attribution", "AttributionConfig", "TickFeatur
 CATEGORIES: tuple[str, ...] = ("dynamics", "contact", "sensor", "human", "unauthored")
 NONE = "none"
 #: Event kinds are the injection kinds' names where a health detector has another name.
-_SENSOR_EVENT_KINDS = {"nonfinite": "nan_burst"}
+_SENSOR_EVENT_KINDS = {"nonfinite": "nan_burst", "sample_loss": "dropout"}
 
 
 def _norm(v: np.ndarray) -> float:

@@ -11,6 +11,12 @@ arrive (:meth:`StreamHealth.add`), and marked at once, on whole columns:
   holds one value while its joint creeps, which is its resolution, not a fault;
 - gaps: an interval between samples longer than ``dropout_periods`` expected periods,
   the period being the running median of recent stamp intervals;
+- sample loss: of the samples the last ``loss_window`` stamp intervals should have
+  held at the stream's own period (its shortest mean interval while its stamps were
+  steady), at least ``loss_share`` missing, the intervals whole periods (jittered
+  stamps are not) and some still of one period (a stream that changed its rate has
+  none); a twin losing as many lost them on the way.
+  Reported as a dropout; it leaves the residuals usable (unlike a silence);
 - stamp jitter: the median absolute deviation (MAD) of recent stamp intervals above
   ``jitter_mad_ratio`` periods or ``jitter_min_s`` (the smaller), and above
   ``jitter_noise_factor`` times the quietest MAD the stream has shown (a driver that
@@ -30,20 +36,20 @@ the monitor, not by the sensor.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from sim_real_bridge.core.health_windows import (marks_in, median_abs_deviation, per_window, pinned_while_moving,
+                                                  run_length, window_ends)
 from sim_real_bridge.errors import ConfigError
 
-DETECTORS: tuple[str, ...] = ("dropout", "nonfinite", "frozen", "stamp_jitter", "saturation")
+DETECTORS: tuple[str, ...] = ("dropout", "sample_loss", "nonfinite", "frozen", "stamp_jitter", "saturation")
 #: Detectors whose activity makes the stream untrustworthy (residuals built on it mean nothing).
 #: Not stamp_jitter: a stamp off by milliseconds raises the residuals' noise, which the
 #: attribution thresholds are scaled by, and leaves them usable.
 UNTRUSTED: frozenset[str] = frozenset({"dropout", "nonfinite", "frozen"})
-#: The running statistics are refreshed every this many samples.
-STATS_EVERY = 16
 _NEVER = np.iinfo(np.int64).max
 
 
@@ -72,6 +78,8 @@ class FeatureConfig:
             dropout only when longer than the silences after which the stream went on.
         side_silence_s: a silence every stream of the side shares is a dropout only once
             it lasts this long.
+        loss_window: number of recent stamp intervals the sample loss counts over.
+        loss_share: missing share of the expected samples that is a sample loss.
     """
 
     dropout_periods: float = 5.0
@@ -89,14 +97,16 @@ class FeatureConfig:
     warmup_s: float = 2.0
     burst_memory_s: float = 10.0
     side_silence_s: float = 1.5
+    loss_window: int = 50
+    loss_share: float = 0.15
 
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid field."""
         for name in ("dropout_periods", "min_period_s", "jitter_mad_ratio", "jitter_min_s", "flag_hold_s", "history_s",
-                     "warmup_s", "burst_memory_s", "side_silence_s"):
+                     "warmup_s", "burst_memory_s", "side_silence_s", "loss_share"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"FeatureConfig.{name} must be > 0, got {getattr(self, name)}")
-        for name in ("period_window", "frozen_samples", "jitter_window", "saturation_samples"):
+        for name in ("period_window", "frozen_samples", "jitter_window", "saturation_samples", "loss_window"):
             if int(getattr(self, name)) < 2:
                 raise ConfigError(f"FeatureConfig.{name} must be >= 2, got {getattr(self, name)}")
 
@@ -131,6 +141,8 @@ class StreamFlags:
         if detector == "dropout":
             out = {"gap_s": f"{d['gap_s']:.3f}", "period_s": f"{d['period_s']:.4f}"}
             return {**out, "open": "true"} if d["gap_open"] else out
+        if detector == "sample_loss":
+            return {"lost_share": f"{d['lost_share']:.2f}", "period_s": f"{d['period_s']:.4f}"}
         if detector == "frozen":
             return {"identical_samples": str(int(d["identical_samples"]))}
         if detector == "stamp_jitter":
@@ -139,39 +151,10 @@ class StreamFlags:
         return {}
 
 
-def _run_length(cond: np.ndarray, carry: np.ndarray | int) -> np.ndarray:
-    """Length of the run of True ending at each row of ``cond`` (axis 0), continuing
-    runs of ``carry`` rows from before."""
-    n = cond.shape[0]
-    idx = np.arange(1, n + 1).reshape((-1,) + (1,) * (cond.ndim - 1))
-    last_false = np.maximum.accumulate(np.where(cond, 0, idx), axis=0)
-    carried = np.where(last_false == 0, carry, 0)
-    return np.where(cond, idx - last_false + carried, 0)
-
-
-def _window_ends(total_before: int, m: int) -> np.ndarray:
-    """Indices (0..m-1) of a batch's samples whose running count is a multiple of STATS_EVERY."""
-    first = -(total_before + 1) % STATS_EVERY
-    return np.arange(first, m, STATS_EVERY)
-
-
-def _per_window(history: np.ndarray, ends: np.ndarray, size: int, reduce: Callable[[np.ndarray], np.ndarray]
-                ) -> np.ndarray:
-    """(E,) ``reduce`` (rows -> one value per row) of the last ``size`` entries of history
-    before each end (exclusive index); a shorter history gives its whole prefix."""
-    if len(ends) <= 2:  # a live batch: one or two windows, read directly
-        return np.array([reduce(history[None, max(0, e - size):e])[0] if e > 0 else np.nan for e in ends.tolist()])
-    out = np.full(len(ends), np.nan)
-    full = ends >= size
-    if full.any():
-        out[full] = reduce(np.lib.stride_tricks.sliding_window_view(history, size)[ends[full] - size])
-    for i in np.flatnonzero(~full & (ends > 0)).tolist():
-        out[i] = reduce(history[None, :ends[i]])[0]
-    return out
-
-
-def _mad(rows: np.ndarray) -> np.ndarray:
-    return np.median(np.abs(rows - np.median(rows, axis=1, keepdims=True)), axis=1)
+def _jitter_limit(cfg: FeatureConfig, period_s: np.ndarray, quietest_mad_s: np.ndarray) -> np.ndarray:
+    """The stamp-interval MAD beyond which a stream jitters (see the module docstring)."""
+    return np.maximum(np.minimum(cfg.jitter_mad_ratio * period_s, cfg.jitter_min_s),
+                      cfg.jitter_noise_factor * quietest_mad_s)
 
 
 class StreamHealth:
@@ -193,14 +176,15 @@ class StreamHealth:
         self._repeat_run = 0
         self._component_run: np.ndarray | int = 0
         self._positive = np.zeros(0)  # recent positive stamp intervals (s), for the period
-        self._intervals = np.zeros(0)  # recent stamp intervals (s), for the jitter
+        self._intervals = np.zeros(0)  # recent stamp intervals (s), for the jitter and the loss
         self._delays = np.zeros(0)  # recent receive delays (s)
         # Arrival order: receive time, newest mapped time so far.
         self.recv_ns = np.zeros(0, dtype=np.int64)
         self.newest_ns = np.zeros(0, dtype=np.int64)
         # Running statistics, as they stood at each refresh (its receive time).
         self._stats_recv = np.zeros(0, dtype=np.int64)
-        self._stats = np.zeros((0, 6))  # period_s, mad_s, backwards, count, delay_std_s, quietest_mad_s
+        # period_s, mad_s, backwards, count, delay_std_s, quietest_mad_s, own_period_s, lost_share
+        self._stats = np.zeros((0, 8))
         self._marks: dict[str, tuple[np.ndarray, np.ndarray]] = {
             kind: (np.zeros(0, dtype=np.int64), np.zeros(0)) for kind in ("nonfinite", "frozen", "saturation")}
         self._gaps = np.zeros((0, 3), dtype=np.int64)  # start_ns, end_ns, end_recv_ns
@@ -275,26 +259,27 @@ class StreamHealth:
         positive = np.concatenate((self._positive, steps[has_step & (steps > 0)]))
         delays = np.concatenate((self._delays, delays_s))
         prior = self._stats[-1, 0] if len(self._stats) else np.inf
-        ends = _window_ends(self.sample_count, m)
+        ends = window_ends(self.sample_count, m)
         if ends.size:
             # How many entries of each history the batch's samples up to each end brought.
             n_int = len(self._intervals) + np.cumsum(has_step)[ends]
             n_pos = len(self._positive) + np.cumsum(has_step & (steps > 0))[ends]
             n_del = len(self._delays) + ends + 1
             size = cfg.jitter_window
-            period = _per_window(positive, n_pos, cfg.period_window, lambda rows: np.median(rows, axis=1))
-            mad = _per_window(intervals, n_int, size, _mad)
-            backwards = _per_window(intervals, n_int, size, lambda rows: np.sum(rows <= 0, axis=1))
-            delay_std = _per_window(delays, n_del, size, lambda rows: np.std(rows, axis=1))
+            period = per_window(positive, n_pos, cfg.period_window, lambda rows: np.median(rows, axis=1))
+            mad = per_window(intervals, n_int, size, median_abs_deviation)
+            backwards = per_window(intervals, n_int, size, lambda rows: np.sum(rows <= 0, axis=1))
+            delay_std = per_window(delays, n_del, size, lambda rows: np.std(rows, axis=1))
             period = np.maximum(period, cfg.min_period_s)
             count = np.minimum(n_int, size)
             judged = np.where(count >= cfg.jitter_window // 4, mad, np.inf)
             quietest = np.minimum.accumulate(np.concatenate(([self._stats[-1, 5] if len(self._stats) else np.inf],
                                                              judged)))[1:]
+            own, lost = self._loss_stats(intervals, n_int, period, mad, quietest)
             self._stats_recv = np.concatenate((self._stats_recv, recv_ns[ends]))
             self._stats = np.concatenate((self._stats, np.column_stack(
-                (period, mad, backwards, count, delay_std, quietest))))
-        self._intervals = intervals[-cfg.jitter_window:]
+                (period, mad, backwards, count, delay_std, quietest, own, lost))))
+        self._intervals = intervals[-max(cfg.jitter_window, cfg.loss_window):]
         self._positive = positive[-cfg.period_window:]
         self._delays = delays[-cfg.jitter_window:]
         if not ends.size:
@@ -302,6 +287,31 @@ class StreamHealth:
         # The period in force before each sample: the previous refresh's.
         before = np.searchsorted(ends, np.arange(m), side="left") - 1
         return np.where(before >= 0, period[np.maximum(before, 0)], prior)
+
+    def _loss_stats(self, intervals: np.ndarray, n_int: np.ndarray, period: np.ndarray, mad: np.ndarray,
+                    quietest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(own period, lost share) at each refresh: see the module docstring."""
+        cfg = self.config
+        span = per_window(intervals, n_int, cfg.loss_window, lambda rows: np.sum(rows, axis=1))
+        count = np.minimum(n_int, cfg.loss_window)
+        # The stream's own period: its mean interval where its stamps were as steady as
+        # they get (losing samples only lengthens it; jitter leaves the mean alone)
+        steady = (count >= cfg.loss_window) & (mad <= _jitter_limit(cfg, period, quietest))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(steady, span / count, np.inf)
+        own = np.minimum.accumulate(np.concatenate(([self._stats[-1, 6] if len(self._stats) else np.inf], mean)))[1:]
+        known = own[0] if np.isfinite(own[0]) else own[-1]
+        # In whole periods: lost samples leave intervals of whole periods, some still of
+        # one (a stream that changed its rate has none left of its old period)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            periods = intervals / known
+        whole = per_window(np.abs(periods - np.round(periods)) < 0.25, n_int, cfg.loss_window,
+                            lambda rows: np.mean(rows, axis=1))
+        single = per_window(np.abs(periods - 1.0) < 0.25, n_int, cfg.loss_window, lambda rows: np.mean(rows, axis=1))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lost = 1.0 - count * own / span
+        lossy = (count >= cfg.loss_window) & (whole >= 0.8) & (single >= 0.1) & np.isfinite(lost)
+        return own, np.where(lossy, lost, 0.0)
 
     def _mark(self, time_ns: np.ndarray, values: np.ndarray) -> None:
         """Mark nonfinite, repeated (frozen) and pinned (saturated) samples."""
@@ -317,8 +327,8 @@ class StreamHealth:
             self._last_values = values[-1].copy()
             return
         all_same = same.all(axis=1)
-        repeat = _run_length(all_same & all_finite, self._repeat_run)
-        pinned = _run_length(same & (values != 0) & finite, self._component_run)
+        repeat = run_length(all_same & all_finite, self._repeat_run)
+        pinned = run_length(same & (values != 0) & finite, self._component_run)
         saturated_component = (pinned >= cfg.saturation_samples) & ~all_same[:, None]
         self._add_marks("nonfinite", time_ns[~all_finite], np.mean(~finite[~all_finite], axis=1))
         frozen = repeat + 1 >= cfg.frozen_samples
@@ -365,10 +375,11 @@ class StreamHealth:
             if self.recv_ns.size else np.full(len(now_ns), np.iinfo(np.int64).min)
 
     def stats_at(self, now_ns: np.ndarray) -> np.ndarray:
-        """(K, 6) period_s, mad_s, backwards, count, delay_std_s, quietest_mad_s as they
-        stood at each now (NaN rows before the first refresh)."""
+        """(K, 8) period_s, mad_s, backwards, count, delay_std_s, quietest_mad_s,
+        own_period_s, lost_share as they stood at each now (NaN rows before the first
+        refresh)."""
         i = np.searchsorted(self._stats_recv, now_ns, side="right") - 1
-        out = np.full((len(now_ns), 6), np.nan)
+        out = np.full((len(now_ns), 8), np.nan)
         ok = i >= 0
         out[ok] = self._stats[i[ok]]
         return out
@@ -419,30 +430,45 @@ class StreamHealth:
         lo_ns = t_ns - hold_ns
         moving = np.ones((k, 1), dtype=bool) if twin_moving is None else twin_moving
         times, values = self._marks["nonfinite"]
-        active, worst = _marks_in(times, values, lo_ns, t_ns)
+        active, worst = marks_in(times, values, lo_ns, t_ns)
         out.active["nonfinite"], out.severity["nonfinite"] = active, np.where(active, 0.5 + 0.5 * worst, 0.0)
         times, values = self._marks["frozen"]
-        active, longest = _marks_in(times, values, lo_ns, t_ns)
+        active, longest = marks_in(times, values, lo_ns, t_ns)
         active &= moving.any(axis=1) & (longest >= self.config.frozen_samples)
         out.active["frozen"] = active
         out.severity["frozen"] = np.where(active, np.clip(longest / (4 * self.config.frozen_samples), 0, 1), 0.0)
         out.detail["identical_samples"] = np.where(active, longest, 0.0)
         times, values = self._marks["saturation"]
-        active = _pinned_while_moving(times, values, lo_ns, t_ns, moving)
+        active = pinned_while_moving(times, values, lo_ns, t_ns, moving)
         out.active["saturation"], out.severity["saturation"] = active, active.astype(float)
+        self._sample_loss(decision_ns, twin, out)
         self._jitter(decision_ns, out)
         return out
 
+    def lost_share(self, decision_ns: np.ndarray) -> np.ndarray:
+        """(K,) share of the expected samples missing from the last ``loss_window`` stamp
+        intervals at the stream's own period (0 where the intervals are not whole periods)."""
+        return np.nan_to_num(self.stats_at(decision_ns)[:, 7])
+
+    def _sample_loss(self, decision_ns: np.ndarray, twin: StreamHealth | None, out: StreamFlags) -> None:
+        share = self.lost_share(decision_ns)
+        active = share >= self.config.loss_share
+        if twin is not None and active.any():
+            active &= twin.lost_share(decision_ns) < self.config.loss_share
+        out.active["sample_loss"] = active
+        out.severity["sample_loss"] = np.where(active, np.clip(share, 0, 1), 0.0)
+        out.detail["lost_share"] = share
+
     def _jitter(self, decision_ns: np.ndarray, out: StreamFlags) -> None:
         cfg = self.config
-        period, mad, backwards, count, delay_std, quietest = self.stats_at(decision_ns).T
+        period, mad, backwards, count, delay_std, quietest = self.stats_at(decision_ns)[:, :6].T
         quietest = np.nan_to_num(quietest, posinf=0.0)  # none judged yet: no noise known
-        limit = np.maximum(np.minimum(cfg.jitter_mad_ratio * period, cfg.jitter_min_s),
-                           cfg.jitter_noise_factor * quietest)
+        limit = _jitter_limit(cfg, period, quietest)
         with np.errstate(invalid="ignore", divide="ignore"):
             ratio = mad / period
             backwards_share = backwards / count
         active = (count >= cfg.jitter_window // 4) & ((mad > limit) | (backwards_share > 0.05))
+        active &= ~out.active["sample_loss"]  # (intervals of lost samples spread as much)
         out.active["stamp_jitter"] = active
         severity = np.clip(np.maximum(mad / (4 * limit), backwards_share), 0, 1)
         out.severity["stamp_jitter"] = np.where(active, severity, 0.0)
@@ -494,36 +520,3 @@ class StreamHealth:
             severity = np.clip(gap_s / (10 * cfg.dropout_periods * period_s), 0, 1)
         out.severity["dropout"] = np.where(active, np.nan_to_num(severity, nan=1.0), 0.0)
         out.detail.update(gap_s=gap_s, gap_open=gap_open)
-
-
-def _marks_in(times: np.ndarray, values: np.ndarray, lo_ns: np.ndarray, hi_ns: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray]:
-    """(K,) whether any mark lies in [lo, hi], and the largest value among them (0 when none)."""
-    a = np.searchsorted(times, lo_ns, side="left")
-    b = np.searchsorted(times, hi_ns, side="right")
-    has = b > a
-    if not has.any():
-        return has, np.zeros(len(lo_ns))
-    width = int((b - a).max())
-    idx = a[:, None] + np.arange(width)
-    gathered = np.where(idx < b[:, None], values[np.minimum(idx, len(values) - 1)], -np.inf)
-    return has, np.where(has, gathered.max(axis=1), 0.0)
-
-
-def _pinned_while_moving(times: np.ndarray, components: np.ndarray, lo_ns: np.ndarray, hi_ns: np.ndarray,
-                         moving: np.ndarray) -> np.ndarray:
-    """(K,) whether a component was marked pinned in [lo, hi] while its twin component moved."""
-    a = np.searchsorted(times, lo_ns, side="left")
-    b = np.searchsorted(times, hi_ns, side="right")
-    has = b > a
-    if not has.any():
-        return has
-    width = int((b - a).max())
-    idx = a[:, None] + np.arange(width)
-    valid = idx < b[:, None]
-    component = components[np.minimum(idx, len(components) - 1)].astype(np.intp)
-    if moving.shape[1] == 1:
-        twin = np.broadcast_to(moving, valid.shape)
-    else:
-        twin = np.take_along_axis(moving, np.minimum(component, moving.shape[1] - 1), axis=1)
-    return (valid & twin).any(axis=1)
