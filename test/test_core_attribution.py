@@ -267,6 +267,11 @@ def test_without_a_wrist_sensor_a_contact_gap_shows_in_the_joint_efforts() -> No
     assert active(feats(**contact, ee_offset_m=np.array([0.0015, -0.001, 0.0002]))) == {"contact": "friction"}
     # nominal contact efforts stay under 0.5 N m on every built-in robot
     assert active(feats(**{**contact, "effort_residual": 0.5})) == {}
+    # a heavier object in a push (seed 492, panda7, mass x1.7): 1.5 N m, under the free-space
+    # load threshold, beyond contact_effort_nm; on a robot whose efforts are noisier it is noise
+    push = dict(ee_offset_m=np.array([0.0012, -0.0004, 0.0001]), real_tool_object_m=0.08)
+    assert active(feats(**{**contact, "effort_residual": 1.5}, **push)) == {"contact": "object_mass"}
+    assert active(feats(**{**contact, "effort_residual": 1.5, "effort_noise": 0.6}, **push)) == {}
     # the joints off their twins: the arm's own motion differs (a stall, a gain), not the contact
     assert active(feats(**{**contact, "joint_residual_rad": 0.03})) == {}
     # the sim pushes an object that is not where the real one is (seed 132, after a stall)

@@ -176,7 +176,8 @@ def _noise_scaled(cfg: AttributionConfig, f: TickFeatures) -> AttributionConfig:
     measured noise (itself, on a robot quieter than the thresholds)."""
     scaled = {name: above_noise(cfg, getattr(cfg, name), noise) for name, noise in (
         ("dynamics_residual_rad", f.joint_noise_rad), ("unexplained_residual_rad", f.joint_noise_rad),
-        ("felt_min_nm", f.effort_noise), ("effort_residual_nm", f.effort_noise))}
+        ("felt_min_nm", f.effort_noise), ("effort_residual_nm", f.effort_noise),
+        ("contact_effort_nm", f.effort_noise))}
     if all(value == getattr(cfg, name) for name, value in scaled.items()):
         return cfg  # (a robot quieter than the thresholds: no copy)
     return replace(cfg, **scaled)
@@ -405,10 +406,10 @@ def _contact_without_wrench(f: TickFeatures, cfg: AttributionConfig, scores: _Sc
     contact gap: joints off their twins (the arm's own motion differs: a stall, a gain) or
     an object that is not where the sim has it (the sim pushes an object the real tool
     does not reach)."""
-    if (not f.joints_valid or f.effort_residual < cfg.effort_residual_nm
+    if (not f.joints_valid or f.effort_residual < cfg.contact_effort_nm
             or f.joint_residual_rad >= cfg.contact_actuation_rad or _object_displaced(f, cfg)):
         return
-    s = _ramp(f.effort_residual, cfg.effort_residual_nm)
+    s = _ramp(f.effort_residual, cfg.contact_effort_nm)
     evidence = {"effort_residual": f"{f.effort_residual:.2f}", "joint_residual_rad": f"{f.joint_residual_rad:.4f}",
                 "wrench": "missing"}
     if f.contact_carry:
