@@ -146,6 +146,14 @@ def test_a_gap_of_ten_periods_is_a_dropout_once_it_closed() -> None:
     assert "open" not in evidence
 
 
+def test_a_gap_is_not_counted_again_as_samples_lost_after_it() -> None:
+    # its missing samples are the gap's (the dropout detector's), not a share lost at random
+    keep = np.ones(1000, dtype=bool)
+    keep[400:450] = False  # half a second silent
+    flags = _health(_moving_values(1000), keep).flags(t := _grid(1.0, 9.5), _late(t), None)
+    assert flags.active["dropout"].any() and not flags.active["sample_loss"].any()
+
+
 def test_a_gap_the_twin_shares_is_not_a_dropout() -> None:
     health, twin = _gap_health(), _gap_health("sim/joint_states")
     t = _grid(1.0, 7.0)

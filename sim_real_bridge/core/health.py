@@ -305,11 +305,16 @@ class StreamHealth:
         # one (a stream that changed its rate has none left of its old period)
         with np.errstate(invalid="ignore", divide="ignore"):
             periods = intervals / known
+        # (a silence longer than dropout_periods is a gap, the dropout detector's)
+        short = ~(periods > cfg.dropout_periods)
         whole = per_window(np.abs(periods - np.round(periods)) < 0.25, n_int, cfg.loss_window,
-                            lambda rows: np.mean(rows, axis=1))
+                           lambda rows: np.mean(rows, axis=1))
         single = per_window(np.abs(periods - 1.0) < 0.25, n_int, cfg.loss_window, lambda rows: np.mean(rows, axis=1))
+        short_span = per_window(np.where(short, intervals, 0.0), n_int, cfg.loss_window,
+                                lambda rows: np.sum(rows, axis=1))
+        short_count = per_window(short, n_int, cfg.loss_window, lambda rows: np.sum(rows, axis=1))
         with np.errstate(invalid="ignore", divide="ignore"):
-            lost = 1.0 - count * own / span
+            lost = 1.0 - short_count * own / short_span
         lossy = (count >= cfg.loss_window) & (whole >= 0.8) & (single >= 0.1) & np.isfinite(lost)
         return own, np.where(lossy, lost, 0.0)
 
