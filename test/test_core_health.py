@@ -359,3 +359,12 @@ def test_invalid_thresholds_are_named(field: str, value: float, message: str) ->
     config = FeatureConfig(**{field: value})
     with pytest.raises(ConfigError, match=message):
         config.validate()
+
+
+def test_window_sums_from_one_cumulative_sum_equal_the_sliding_windows() -> None:
+    from sim_real_bridge.core.health_windows import per_window, window_sum
+
+    history = np.random.default_rng(7).normal(0.01, 0.002, 300)
+    ends = np.array([1, 5, 49, 50, 51, 120, 300])
+    expected = per_window(history, ends, 50, lambda rows: np.sum(rows, axis=1))
+    np.testing.assert_allclose(window_sum(history, ends, 50), expected, rtol=1e-12)

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim_real_bridge.core.health_windows import (marks_in, median_abs_deviation, per_window, pinned_while_moving,
-                                                  run_length, window_ends)
+                                                  run_length, window_ends, window_sum)
 from sim_real_bridge.errors import ConfigError
 
 DETECTORS: tuple[str, ...] = ("dropout", "sample_loss", "nonfinite", "frozen", "stamp_jitter", "saturation")
@@ -292,11 +292,12 @@ class StreamHealth:
                     quietest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(own period, lost share) at each refresh: see the module docstring."""
         cfg = self.config
-        span = per_window(intervals, n_int, cfg.loss_window, lambda rows: np.sum(rows, axis=1))
-        count = np.minimum(n_int, cfg.loss_window)
+        size = cfg.loss_window
+        span = window_sum(intervals, n_int, size)
+        count = np.minimum(n_int, size)
         # The stream's own period: its mean interval where its stamps were as steady as
         # they get (losing samples only lengthens it; jitter leaves the mean alone)
-        steady = (count >= cfg.loss_window) & (mad <= _jitter_limit(cfg, period, quietest))
+        steady = (count >= size) & (mad <= _jitter_limit(cfg, period, quietest))
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(steady, span / count, np.inf)
         own = np.minimum.accumulate(np.concatenate(([self._stats[-1, 6] if len(self._stats) else np.inf], mean)))[1:]
@@ -306,13 +307,11 @@ class StreamHealth:
         with np.errstate(invalid="ignore", divide="ignore"):
             periods = intervals / known
         # (a silence longer than dropout_periods is a gap, the dropout detector's)
-        short = ~(periods > cfg.dropout_periods)
-        whole = per_window(np.abs(periods - np.round(periods)) < 0.25, n_int, cfg.loss_window,
-                           lambda rows: np.mean(rows, axis=1))
-        single = per_window(np.abs(periods - 1.0) < 0.25, n_int, cfg.loss_window, lambda rows: np.mean(rows, axis=1))
-        short_span = per_window(np.where(short, intervals, 0.0), n_int, cfg.loss_window,
-                                lambda rows: np.sum(rows, axis=1))
-        short_count = per_window(short, n_int, cfg.loss_window, lambda rows: np.sum(rows, axis=1))
+        short = ~(np.round(periods) > cfg.dropout_periods)
+        whole = window_sum(np.abs(periods - np.round(periods)) < 0.25, n_int, size) / np.maximum(count, 1)
+        single = window_sum(np.abs(periods - 1.0) < 0.25, n_int, size) / np.maximum(count, 1)
+        short_span = window_sum(np.where(short, intervals, 0.0), n_int, size)
+        short_count = window_sum(short, n_int, size)
         with np.errstate(invalid="ignore", divide="ignore"):
             lost = 1.0 - short_count * own / short_span
         lossy = (count >= cfg.loss_window) & (whole >= 0.8) & (single >= 0.1) & np.isfinite(lost)

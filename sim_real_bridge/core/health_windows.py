@@ -80,3 +80,10 @@ def pinned_while_moving(times: np.ndarray, components: np.ndarray, lo_ns: np.nda
     else:
         twin = np.take_along_axis(moving, np.minimum(component, moving.shape[1] - 1), axis=1)
     return (valid & twin).any(axis=1)
+
+
+def window_sum(history: np.ndarray, ends: np.ndarray, size: int) -> np.ndarray:
+    """(E,) sum of the last ``size`` entries of history before each end (exclusive index),
+    from one cumulative sum (a shorter history gives its whole prefix)."""
+    totals = np.concatenate(([0.0], np.cumsum(history, dtype=float)))
+    return totals[ends] - totals[np.maximum(ends - size, 0)]
