@@ -47,9 +47,7 @@ class AttributionConfig:
             must explain for dynamics.
         dynamics_max_delay_s: largest plausible actuation delay of the fit.
         dynamics_max_gain_dev: a fitted gain below 1 minus this (the worst joint follows
-            under 60% of its command's motion) is a stalled joint, not a softer loop: a
-            softer loop's fitted gain stays above 0.8 in 95% of its ticks (seeds 0:160,
-            480:560), a stall's falls through 0.6 while it fills the fit's window.
+            a small part of its command's motion) is a stalled joint, not a softer loop.
         gain_joint_delay_share: when delays fitted joint by joint explain this share of
             what the common delay leaves, the joints lag each by its own time constant:
             a changed position-loop gain, not a latency (which delays every joint alike).
@@ -160,7 +158,7 @@ class AttributionConfig:
     dynamics_residual_rad: float = 0.006
     dynamics_min_explained: float = 0.6
     dynamics_max_delay_s: float = 0.25
-    dynamics_max_gain_dev: float = 0.4
+    dynamics_max_gain_dev: float = 0.6
     gain_joint_delay_share: float = 0.25
     effort_residual_nm: float = 2.0
     contact_effort_nm: float = 1.0
