@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from sim_real_bridge.core.health import FeatureConfig, StreamFlags, StreamHealth
+from sim_real_bridge.core.health_windows import per_window, window_sum
 from sim_real_bridge.errors import ConfigError
 
 MS = 1_000_000
@@ -291,6 +292,21 @@ def test_samples_the_twin_lost_too_or_jittered_stamps_are_no_sample_loss() -> No
     assert not flags.active["sample_loss"].any() and flags.active["stamp_jitter"].any()
 
 
+def test_intervals_that_are_not_whole_periods_are_no_sample_loss() -> None:
+    # from 4 s, intervals of 10 and 15 ms in turn: a fifth fewer samples than the period
+    # would bring, but none is missing (a lost sample leaves a whole number of periods)
+    steps = np.where(np.arange(1000) < 400, PERIOD_NS, np.where(np.arange(1000) % 2 == 0, PERIOD_NS, 15 * MS))
+    stamp = 1 * S + np.concatenate(([0], np.cumsum(steps[1:]))).astype(np.int64)
+    health = StreamHealth(FeatureConfig(), "real/wrench", judges_saturation=True)
+    values = _moving_values(1000)
+    for lo in range(0, 1000, 25):
+        sl = slice(lo, lo + 25)
+        health.add(stamp[sl], stamp[sl] + DELAY_NS, stamp[sl], values[sl])
+    t = _grid(1.0, 11.0)
+    flags = health.flags(t, _late(t), None)
+    assert not flags.active["sample_loss"].any() and flags.active["stamp_jitter"].any()
+
+
 def test_a_stream_that_slows_down_for_good_is_not_losing_samples() -> None:
     # every second sample from 4 s on: after the window has the new period, it is the stream's rate
     keep = np.ones(1400, dtype=bool)
@@ -362,9 +378,10 @@ def test_invalid_thresholds_are_named(field: str, value: float, message: str) ->
 
 
 def test_window_sums_from_one_cumulative_sum_equal_the_sliding_windows() -> None:
-    from sim_real_bridge.core.health_windows import per_window, window_sum
-
     history = np.random.default_rng(7).normal(0.01, 0.002, 300)
     ends = np.array([1, 5, 49, 50, 51, 120, 300])
     expected = per_window(history, ends, 50, lambda rows: np.sum(rows, axis=1))
     np.testing.assert_allclose(window_sum(history, ends, 50), expected, rtol=1e-12)
+    # columns are summed each on its own
+    stacked = window_sum(np.column_stack((history, 2 * history)), ends, 50)
+    np.testing.assert_allclose(stacked, np.column_stack((expected, 2 * expected)), rtol=1e-12)

@@ -293,8 +293,8 @@ class StreamHealth:
         """(own period, lost share) at each refresh: see the module docstring."""
         cfg = self.config
         size = cfg.loss_window
-        span = window_sum(intervals, n_int, size)
         count = np.minimum(n_int, size)
+        span = window_sum(intervals, n_int, size)
         # The stream's own period: its mean interval where its stamps were as steady as
         # they get (losing samples only lengthens it; jitter leaves the mean alone)
         steady = (count >= size) & (mad <= _jitter_limit(cfg, period, quietest))
@@ -306,15 +306,14 @@ class StreamHealth:
         # one (a stream that changed its rate has none left of its old period)
         with np.errstate(invalid="ignore", divide="ignore"):
             periods = intervals / known
-        # (a silence longer than dropout_periods is a gap, the dropout detector's)
-        short = ~(np.round(periods) > cfg.dropout_periods)
-        whole = window_sum(np.abs(periods - np.round(periods)) < 0.25, n_int, size) / np.maximum(count, 1)
-        single = window_sum(np.abs(periods - 1.0) < 0.25, n_int, size) / np.maximum(count, 1)
-        short_span = window_sum(np.where(short, intervals, 0.0), n_int, size)
-        short_count = window_sum(short, n_int, size)
+        nearest = np.round(periods)
+        short = ~(nearest > cfg.dropout_periods)  # (a longer silence is a gap, the dropout detector's)
+        whole, single, short_count, short_span = window_sum(np.column_stack((
+            np.abs(periods - nearest) < 0.25, np.abs(periods - 1.0) < 0.25, short, np.where(short, intervals, 0.0))),
+            n_int, size).T
         with np.errstate(invalid="ignore", divide="ignore"):
             lost = 1.0 - short_count * own / short_span
-        lossy = (count >= cfg.loss_window) & (whole >= 0.8) & (single >= 0.1) & np.isfinite(lost)
+        lossy = (count >= size) & (whole >= 0.8 * count) & (single >= 0.1 * count) & np.isfinite(lost)
         return own, np.where(lossy, lost, 0.0)
 
     def _mark(self, time_ns: np.ndarray, values: np.ndarray) -> None:
@@ -425,7 +424,8 @@ class StreamHealth:
             dropout_only: only the dropout detector (the sim side's streams).
         """
         k = len(t_ns)
-        period_s = self.stats_at(decision_ns)[:, 0]
+        stats = self.stats_at(decision_ns)
+        period_s = stats[:, 0]
         out = StreamFlags(self.name, {}, {}, {"period_s": np.nan_to_num(period_s)})
         self._dropout(t_ns, decision_ns, period_s, twin, siblings, out)
         if dropout_only:
@@ -445,8 +445,8 @@ class StreamHealth:
         times, values = self._marks["saturation"]
         active = pinned_while_moving(times, values, lo_ns, t_ns, moving)
         out.active["saturation"], out.severity["saturation"] = active, active.astype(float)
-        self._sample_loss(decision_ns, twin, out)
-        self._jitter(decision_ns, out)
+        self._sample_loss(stats, decision_ns, twin, out)
+        self._jitter(stats, out)
         return out
 
     def lost_share(self, decision_ns: np.ndarray) -> np.ndarray:
@@ -454,8 +454,9 @@ class StreamHealth:
         intervals at the stream's own period (0 where the intervals are not whole periods)."""
         return np.nan_to_num(self.stats_at(decision_ns)[:, 7])
 
-    def _sample_loss(self, decision_ns: np.ndarray, twin: StreamHealth | None, out: StreamFlags) -> None:
-        share = self.lost_share(decision_ns)
+    def _sample_loss(self, stats: np.ndarray, decision_ns: np.ndarray, twin: StreamHealth | None,
+                     out: StreamFlags) -> None:
+        share = np.nan_to_num(stats[:, 7])
         active = share >= self.config.loss_share
         if twin is not None and active.any():
             active &= twin.lost_share(decision_ns) < self.config.loss_share
@@ -463,9 +464,9 @@ class StreamHealth:
         out.severity["sample_loss"] = np.where(active, np.clip(share, 0, 1), 0.0)
         out.detail["lost_share"] = share
 
-    def _jitter(self, decision_ns: np.ndarray, out: StreamFlags) -> None:
+    def _jitter(self, stats: np.ndarray, out: StreamFlags) -> None:
         cfg = self.config
-        period, mad, backwards, count, delay_std, quietest = self.stats_at(decision_ns)[:, :6].T
+        period, mad, backwards, count, delay_std, quietest = stats[:, :6].T
         quietest = np.nan_to_num(quietest, posinf=0.0)  # none judged yet: no noise known
         limit = _jitter_limit(cfg, period, quietest)
         with np.errstate(invalid="ignore", divide="ignore"):

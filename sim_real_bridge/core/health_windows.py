@@ -83,7 +83,8 @@ def pinned_while_moving(times: np.ndarray, components: np.ndarray, lo_ns: np.nda
 
 
 def window_sum(history: np.ndarray, ends: np.ndarray, size: int) -> np.ndarray:
-    """(E,) sum of the last ``size`` entries of history before each end (exclusive index),
-    from one cumulative sum (a shorter history gives its whole prefix)."""
-    totals = np.concatenate(([0.0], np.cumsum(history, dtype=float)))
+    """(E, ...) sum of the last ``size`` entries of history (axis 0) before each end
+    (exclusive index), from one cumulative sum (a shorter history gives its whole prefix)."""
+    totals = np.cumsum(history, axis=0, dtype=float)
+    totals = np.concatenate((np.zeros((1,) + totals.shape[1:]), totals))
     return totals[ends] - totals[np.maximum(ends - size, 0)]
