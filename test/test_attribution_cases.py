@@ -16,14 +16,15 @@ slip), a joint friction between its joints' reversals (read as pushes in pieces)
 stream losing a third of its samples at random (missed: gaps of five periods are rare),
 a heavier object pushed by an arm without a wrist sensor (missed: 1.5 N m of effort,
 under the free-space load threshold), and the contact phases of a wipe read as contact
-after a gain change was already found, and a gain change during a wipe's contact read
-as contact.
+after a gain change was already found, a gain change during a wipe's contact read
+as contact, and a payload met while a tool without a wrist sensor presses on the table
+(read as contact friction until the tool lifted: the contact event now goes to the load
+whose residual goes on out of contact).
 
-Still wrong, and so not here (as run on 2026-12-07): an obstacle in a push task (seed
-243: found 1.1 s late), a payload during a wipe without a wrench sensor (seed 593: read
-as contact friction in the contact phases, found 6.5 s late, then a push), an F/T bias
-drift of 0.24 N/s (seed 240: 8.4 s late), a hold of the wrist during a wipe (seed 518:
-contact friction first, then a push 3.6 s late, and a joint_friction between).
+Still wrong, and so not here (as run on 2026-12-07, after the contact handover): an obstacle in a push task (seed
+243: found 1.1 s late), a payload during a wipe without a wrench sensor (seed 593: found
+in time, a push from 9 s after it began), an F/T bias drift of 0.24 N/s (seed 240: 8.4 s
+late), a hold of the wrist during a wipe (seed 518: a push, with a joint_friction between).
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ CASES = [
          ("dynamics", "contact", "human", "unauthored")),
     Case("a heavier object pushed by an arm without a wrist sensor", 492, 38.0, "contact", "object_mass",
          ("human", "unauthored")),
+    Case("a payload met while a tool without a wrist sensor wipes", 469, 20.0, "dynamics", "payload",
+         ("contact", "human")),
 ]
 
 

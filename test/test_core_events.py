@@ -133,3 +133,73 @@ def test_errors() -> None:
         EventTracker(EventConfig(heal_s=-1.0))
     with pytest.raises(ConfigError, match=r"min_duration_by_category\['human'\]"):
         EventTracker(EventConfig(min_duration_by_category={"human": -0.1}))
+
+
+def _contact_then_load(load_until_ms: int, contact_again: bool = False) -> tuple[EventTracker, list]:
+    """A contact event active 1000-2980 ms, a dynamics load from 3000 ms (out of contact,
+    handed over as it opens) until ``load_until_ms``; the contact heals at 3980 ms."""
+    tracker = EventTracker(config())
+    recs = run(tracker, [(t, act("contact", kind="friction")) for t in range(1000, 3000, 20)])
+    recs += run(tracker, [(t, act("dynamics", kind="payload")) for t in range(3000, 3200, 20)])
+    opened = tracker.update(3200 * MS, act("dynamics", kind="payload"))
+    assert [r.action for r in opened] == [ACTION_OPEN]
+    assert tracker.hand_over("contact", "dynamics", {"went_on_as": opened[0].id})
+    recs += opened
+    later = []
+    for t in range(3220, 4500, 20):
+        active = act("dynamics", kind="payload") if t < load_until_ms else {}
+        if contact_again and t == 3400:
+            active = {**active, **act("contact", kind="friction")}
+        later.append((t, active))
+    return tracker, recs + run(tracker, later)
+
+
+def test_a_contact_event_whose_residual_goes_on_as_a_load_closes_as_the_load() -> None:
+    tracker, recs = _contact_then_load(load_until_ms=5000)
+    contact_open = recs[0]
+    closes = [r for r in recs if r.action == ACTION_CLOSE]
+    assert len(closes) == 1
+    handed = closes[0]
+    assert handed.id == contact_open.id and handed.start_ns == 1000 * MS and handed.end_ns == 2980 * MS
+    assert (handed.category, handed.kind, handed.handed_over_from) == ("dynamics", "payload", "contact")
+    assert handed.evidence == {"k": "v", "went_on_as": recs[1].id}
+    assert tracker.opened_count == {"dynamics": 2, "contact": 0}
+
+
+def test_a_load_that_stops_before_the_contact_event_heals_takes_nothing_over() -> None:
+    _, recs = _contact_then_load(load_until_ms=3600)
+    closes = [r for r in recs if r.action == ACTION_CLOSE]
+    assert [(r.category, r.handed_over_from) for r in closes] == [("contact", "")]  # (the load heals at 4580 ms)
+
+
+def test_a_contact_active_again_keeps_its_event() -> None:
+    _, recs = _contact_then_load(load_until_ms=5000, contact_again=True)
+    closes = [r for r in recs if r.action == ACTION_CLOSE]  # (the contact heals at 4400 ms)
+    assert [(r.category, r.end_ns, r.handed_over_from) for r in closes] == [("contact", 3400 * MS, "")]
+
+
+def test_a_hand_over_needs_both_events_open_the_source_idle_and_the_target_starting_as_it_stopped() -> None:
+    tracker = EventTracker(config(handover_s=0.2))
+    assert not tracker.hand_over("contact", "dynamics", {})  # neither open
+    run(tracker, [(t, act("contact", kind="friction")) for t in range(1000, 2000, 20)])
+    assert not tracker.hand_over("contact", "dynamics", {})  # no target
+    run(tracker, [(t, {**act("contact"), **act("dynamics")}) for t in range(2000, 2400, 20)])
+    assert not tracker.hand_over("contact", "dynamics", {})  # the source active now
+    tracker = EventTracker(config(handover_s=0.2))
+    run(tracker, [(t, act("contact", kind="friction")) for t in range(1000, 2000, 20)])
+    run(tracker, [(t, {}) for t in range(2000, 2300, 20)])
+    run(tracker, [(t, act("dynamics")) for t in range(2300, 2600, 20)])
+    assert not tracker.hand_over("contact", "dynamics", {})  # began 0.32 s after the contact's last activity
+    with pytest.raises(ConfigError, match="EventConfig.handover_s must be >= 0"):
+        EventTracker(EventConfig(handover_s=-0.1))
+
+
+def test_events_handed_over_at_the_end_of_a_run() -> None:
+    tracker = EventTracker(config())
+    run(tracker, [(t, act("contact", kind="friction")) for t in range(1000, 2000, 20)])
+    opened = run(tracker, [(t, act("human", kind="push")) for t in range(2000, 2400, 20)])
+    assert tracker.hand_over("contact", "human", {})
+    closes = tracker.finish()
+    assert [(r.category, r.kind, r.handed_over_from) for r in closes] == [("human", "push", "contact"),
+                                                                           ("human", "push", "")]
+    assert closes[0].id != opened[0].id

@@ -45,6 +45,9 @@ def test_event_counts_and_dict() -> None:
     assert d["categories"]["human"]["event_count"] == 2
     assert d["unexplained_share_run"] == 1.0
     assert UNEXPLAINED not in d["categories"]
+    ledger.move_event("human", "dynamics")  # (an event handed over)
+    d = ledger.as_dict()
+    assert d["categories"]["human"]["event_count"] == 1 and d["categories"]["dynamics"]["event_count"] == 1
 
 
 def test_empty_ledger_and_bad_energy_ignored() -> None:

@@ -394,7 +394,10 @@ class DivergenceEngine:
         if self._due_t:
             out.extend(self._analyse_due())
         at = now_ns if now_ns is not None else (self.last_analysed_ns or 0)
-        out.events += [(int(at), record) for record in self._events.finish()]
+        for record in self._events.finish():
+            if record.handed_over_from:
+                self._ledger.move_event(record.handed_over_from, record.category)
+            out.events.append((int(at), record))
         return out
 
     def _candidates(self, until_ns: int) -> np.ndarray | None:
@@ -484,9 +487,14 @@ class DivergenceEngine:
         energy = (joint_energy + np.nan_to_num(force * force)).tolist()
         for k, (t, decision, verdict) in enumerate(zip(grid.t_ns.tolist(), grid.decision_ns.tolist(), rows.verdicts,
                                                         strict=True)):
-            for record in self._events.update(t, verdict.active):
+            records = self._events.update(t, verdict.active)
+            if records and not rows.sim_contact[k]:
+                self._events.carry_out_of_contact(records)
+            for record in records:
                 if record.action == ACTION_OPEN:
                     self._ledger.count_event(record.category)
+                elif record.handed_over_from:
+                    self._ledger.move_event(record.handed_over_from, record.category)
                 out.events.append((decision, record))
             self._ledger.add(t, verdict.top, energy[k])
             self.lag.note(decision, t)

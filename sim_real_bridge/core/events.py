@@ -11,6 +11,9 @@ ACTION_OPEN = "open"
 ACTION_UPDATE = "update"
 ACTION_CLOSE = "close"
 
+#: the categories of a load on the arm, which acts in free space as in contact
+CARRIED_OUT_OF_CONTACT = ("dynamics", "human")
+
 
 @dataclass
 class EventConfig:
@@ -27,6 +30,8 @@ class EventConfig:
         min_duration_by_category: per-category overrides of min_duration_s (a human
             load needs a little longer: an obstacle first touching a link looks the same;
             a contact residual too: a slick object pushed by the tool shows brief ones).
+        handover_s: an event handed over (see ``EventTracker.hand_over``) last was active
+            within this long of the event that takes it over beginning.
     """
 
     min_duration_s: float = 0.2
@@ -34,10 +39,11 @@ class EventConfig:
     gap_tolerance_s: float = 0.1
     update_period_s: float = 1.0
     min_duration_by_category: dict[str, float] = field(default_factory=lambda: {"human": 0.3, "contact": 0.3})
+    handover_s: float = 0.2
 
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid field."""
-        for name in ("min_duration_s", "heal_s", "gap_tolerance_s", "update_period_s"):
+        for name in ("min_duration_s", "heal_s", "gap_tolerance_s", "update_period_s", "handover_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"EventConfig.{name} must be >= 0, got {getattr(self, name)}")
         for category, value in self.min_duration_by_category.items():
@@ -58,6 +64,14 @@ class EventRecord:
     open: bool
     action: str
     evidence: dict[str, str] = field(default_factory=dict)
+    handed_over_from: str = ""
+
+
+@dataclass
+class _Handover:
+    target: str
+    event_id: str
+    evidence: dict[str, str]
 
 
 @dataclass
@@ -71,6 +85,7 @@ class _CategoryState:
     kinds: Counter = field(default_factory=Counter)
     evidence: dict[str, str] = field(default_factory=dict)
     last_update_ns: int = 0
+    handover: _Handover | None = None
 
 
 class EventTracker:
@@ -156,6 +171,7 @@ class EventTracker:
                         out.append(self._record(category, st, ACTION_OPEN, t_ns))
                 else:
                     st.last_active_ns = t_ns
+                    st.handover = None  # (its own residual again)
                     st.kinds[kind] += 1
                     if severity >= st.severity:
                         st.evidence = dict(evidence)
@@ -174,9 +190,48 @@ class EventTracker:
 
     def _close(self, category: str, st: _CategoryState) -> EventRecord:
         rec = self._record(category, st, ACTION_CLOSE, st.last_active_ns)
+        target = self._states.get(st.handover.target) if st.handover else None
+        if (st.handover and target and target.event_id == st.handover.event_id
+                and (self._last_t_ns or 0) - target.last_active_ns <= self.config.gap_tolerance_s * 1e9):
+            # the residual went on under the target's cause while this event healed
+            rec.category, rec.handed_over_from = st.handover.target, category
+            rec.kind = self._record(st.handover.target, target, ACTION_UPDATE, 0).kind
+            rec.evidence.update(st.handover.evidence)
+            self.opened_count[category] -= 1
+            self.opened_count[st.handover.target] += 1
         self.closed.append(rec)
         self._states[category] = _CategoryState()
         return rec
+
+    def hand_over(self, source: str, target: str, evidence: dict[str, str]) -> bool:
+        """Propose that ``source``'s open event closes as ``target``'s: its residual goes
+        on under the cause of ``target``'s open event, which began within ``handover_s`` of
+        the source's last activity (the source is inactive now). It does, keeping its id
+        and start and taking the target's category and kind (``evidence`` added), if the
+        target is still active when the source heals and the source was not active again.
+
+        Returns:
+            Whether it was proposed.
+        """
+        src, dst = self._states.get(source), self._states.get(target)
+        if src is None or dst is None or src.event_id is None or dst.event_id is None:
+            return False
+        if src.last_active_ns >= (self._last_t_ns or 0):
+            return False  # (active now: both causes at once, each its own event)
+        if abs(dst.start_ns - src.last_active_ns) > self.config.handover_s * 1e9:
+            return False
+        src.handover = _Handover(target, dst.event_id, dict(evidence))
+        return True
+
+    def carry_out_of_contact(self, records: list[EventRecord]) -> None:
+        """A contact event goes to a load on the arm (dynamics, human) whose event opens
+        now, out of contact, as the contact event's residual stops, if the load goes on
+        (see ``hand_over``): a changed contact ends when the tool leaves it, so a residual
+        that goes on was the load's (a weight or a hand met while the tool pressed on a
+        surface). Call only at rows out of contact, with the records of the row."""
+        for record in records:
+            if record.action == ACTION_OPEN and record.category in CARRIED_OUT_OF_CONTACT:
+                self.hand_over("contact", record.category, {"went_on_out_of_contact_as": record.id})
 
     def finish(self) -> list[EventRecord]:
         """Close every open event (end of run); returns the close records."""

@@ -86,6 +86,11 @@ class ResidualLedger:
         """Count one opened event of category."""
         self.event_counts[category] += 1
 
+    def move_event(self, source: str, target: str) -> None:
+        """Count an event of source as one of target (it was handed over)."""
+        self.event_counts[source] -= 1
+        self.event_counts[target] += 1
+
     @staticmethod
     def _shares(sums: Counter, keys: tuple[str, ...]) -> dict[str, float]:
         total = sum(max(0.0, sums[k]) for k in keys)
