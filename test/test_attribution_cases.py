@@ -19,7 +19,8 @@ under the free-space load threshold), and the contact phases of a wipe read as c
 after a gain change was already found, a gain change during a wipe's contact read
 as contact, and a payload met while a tool without a wrist sensor presses on the table
 (read as contact friction until the tool lifted: the contact event now goes to the load
-whose residual goes on out of contact).
+whose residual goes on out of contact), and a hand holding an arm that drags it along
+(read as a push: the pull turns round as the arm passes where it was held).
 
 Still wrong, and so not here (as run on 2026-12-07, after the contact handover): an obstacle in a push task (seed
 243: found 1.1 s late), a payload during a wipe without a wrench sensor (seed 593: found
@@ -75,6 +76,8 @@ CASES = [
          ("human", "unauthored")),
     Case("a payload met while a tool without a wrist sensor wipes", 469, 20.0, "dynamics", "payload",
          ("contact", "human")),
+    Case("a hand holding the arm it is dragged along with", 45, 38.0, "human", "hold",
+         ("dynamics", "contact", "unauthored")),
 ]
 
 

@@ -105,6 +105,10 @@ def test_stiff_external_load_without_wrist_force_is_human() -> None:
     assert active(f) == {"human": "push"}
     f = feats(joint_residual_rad=0.015, effort_residual=20.0, real_tip_velocity_m_s=np.zeros(3))
     assert active(f) == {"human": "hold"}
+    # a load that turned round as the arm moved on is a hand holding it, though the arm drags it along
+    f = feats(joint_residual_rad=0.015, effort_residual=20.0, fit=DelayFit(explained=0.99), load_reversed=True)
+    assert active(f) == {"human": "hold"}
+    assert attribute(f, CFG).active["human"][2]["load_reversed"] == "true"
 
 
 def test_a_stiff_residual_the_fit_explains_as_a_delay_is_the_actuation_not_a_person() -> None:

@@ -296,8 +296,11 @@ def _agent(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) 
         return
     speed_sim = _norm(f.sim_tip_velocity_m_s)
     blocked = speed_sim > 0.05 and _norm(f.real_tip_velocity_m_s) < cfg.blocked_speed_ratio * speed_sim
-    scores.put("human", _ramp(f.effort_residual, cfg.effort_residual_nm), "hold" if blocked else "push",
-               {**_common_evidence(f, w.ext_n), "stiffness_nm_per_rad": f"{w.stiffness:.0f}"})
+    # (a hold: the hand stops the arm, or its pull turned round as the arm moved past it)
+    scores.put("human", _ramp(f.effort_residual, cfg.effort_residual_nm),
+               "hold" if blocked or f.load_reversed else "push",
+               {**_common_evidence(f, w.ext_n), "stiffness_nm_per_rad": f"{w.stiffness:.0f}",
+                "load_reversed": str(f.load_reversed).lower()})
 
 
 def _friction_kept(f: TickFeatures, cfg: AttributionConfig, w: _Wrist) -> bool:

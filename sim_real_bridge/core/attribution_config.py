@@ -118,6 +118,13 @@ class AttributionConfig:
             hand pushing or holding a position-held arm moves its tool less (a stiffer
             loop than a person's pull; on a compliant arm a hand could move it further).
         blocked_speed_ratio: real tip speed below this fraction of the sim's = blocked.
+        hold_reference_s: a person's load starts in the direction (over the joints) of
+            its effort residuals' mean over this long (see ``core/load_reversal.py``).
+        hold_against_cos: pointing against that direction (cosine at most minus this)
+            for ``hold_against_s`` on end, the load has turned round with the arm's
+            position: a hand holding the arm where it was, not a push.
+        hold_against_s: see ``hold_against_cos``.
+        hold_reset_s: the human category idle this long, a load is a new one.
         load_moving_m_s: the sim's tool moving along a wrist force's axis at least this
             fast shows whether the real tool is blocked by it (an obstacle) or drags it (a
             hand holding on).
@@ -190,6 +197,10 @@ class AttributionConfig:
     obstacle_vertical_ee_error_m: float = 0.036
     obstacle_link_ee_error_m: float = 0.04
     blocked_speed_ratio: float = 0.3
+    hold_reference_s: float = 0.2
+    hold_against_cos: float = 0.3
+    hold_against_s: float = 0.1
+    hold_reset_s: float = 1.0
     load_moving_m_s: float = 0.02
     dragged_speed_ratio: float = 0.8
     stall_min_s: float = 0.2

@@ -32,6 +32,7 @@ from sim_real_bridge.core.attribution import (AttributionConfig, above_noise, at
                                               untrusts_residuals)
 from sim_real_bridge.core.fits import DelayFit
 from sim_real_bridge.core.health import DETECTORS, UNTRUSTED, StreamFlags
+from sim_real_bridge.core.load_reversal import LoadReversal
 from sim_real_bridge.core.read_stage import Grid
 from sim_real_bridge.core.tick_features import Attribution, TickFeatures
 
@@ -109,6 +110,7 @@ class ScanState:
     object_free_drift_m: float = 0.0
     object_near_last_ns: int | None = None  # a tool (real or sim) last within object_touch_m
     load_dragged: bool | None = None  # see TickFeatures.load_dragged
+    load_reversal: LoadReversal = field(default_factory=LoadReversal)
     stall_s: list[float] = field(default_factory=list)
     fit: DelayFit | None = None
     unexplained_s: float = 0.0
@@ -519,8 +521,11 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         since_active_s={c: (t - ns) * 1e-9 for c, ns in state.last_active_ns.items()},
         since_established_s={c: (t - ns) * 1e-9 for c, ns in state.established_ns.items()},
         last_kind=state.last_kind, contact_carry=state.contact_carry, load_dragged=state.load_dragged,
+        load_reversed=state.load_reversal.reversed,
     )
     verdict = attribute(features, attribution)
+    state.load_reversal.update(grid.real_effort[k] - grid.sim_effort[k], "human" in verdict.active, cfg.dt_s,
+                               attribution)
     for category, (_, kind, _) in verdict.active.items():
         if (category == "unauthored" and verdict.tail) or category == verdict.kept:
             continue  # a tail is measured from the last direct evidence: it never extends itself

@@ -68,6 +68,8 @@ class TickFeatures:
     #: with a wrist force beyond human_force_n: whether the real tool last moved along with
     #: the sim's against it (dragging a hand) rather than stopping (blocked); None unknown
     load_dragged: bool | None = None
+    #: a person's load has turned against its first direction (see core/load_reversal.py)
+    load_reversed: bool = False
 
 
 @dataclass(slots=True)
