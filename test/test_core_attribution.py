@@ -383,6 +383,18 @@ def test_unauthored_tail_keeps_its_cause() -> None:
     assert not attribute(f, CFG).tail
 
 
+def test_a_cause_established_a_moment_before_an_unauthored_blip_is_no_tail_of_it() -> None:
+    # seed 528: a joint friction sticks its joint for a tick (a stall's evidence); the
+    # friction found up to 0.08 s before goes on as itself, not as the stall's tail
+    friction = dict(effort_residual=3.0, joint_residual_rad=0.01, friction_nm=2.0, friction_share=0.7,
+                    since_active_s={"unauthored": 0.04, "dynamics": 0.08},
+                    last_kind={"unauthored": "joint_stall", "dynamics": "joint_friction"})
+    f = feats(**friction, since_established_s={"dynamics": 0.08})
+    assert active(f) == {"dynamics": "joint_friction"} and not attribute(f, CFG).tail
+    f = feats(**friction, since_established_s={"dynamics": 0.6})
+    assert active(f) == {"unauthored": "joint_stall"} and attribute(f, CFG).tail
+
+
 def test_untrusted_sensor_suppresses_the_rest() -> None:
     flag = ("nonfinite", 0.9, {"stream": "real/joint_states"})
     f = feats(joint_residual_rad=0.015, effort_residual=20.0, sensor_flags=[flag])

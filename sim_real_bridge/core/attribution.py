@@ -542,7 +542,11 @@ def _unauthored_tail(f: TickFeatures, cfg: AttributionConfig, scores: _Scores) -
         return False
     since_unauthored = f.since_active_s.get("unauthored", math.inf)
     tail_score = max(scores.human, scores.dynamics)
-    if since_unauthored > cfg.unauthored_linger_s or tail_score < cfg.active_score:
+    own = "human" if scores.human >= scores.dynamics else "dynamics"
+    if (since_unauthored > cfg.unauthored_linger_s or tail_score < cfg.active_score
+            or f.since_established_s.get(own, math.inf) <= cfg.tail_own_cause_s):
+        # (a cause established a moment ago goes on: a blip of unauthored evidence inside
+        # it, such as a joint friction sticking for a tick, leaves it no tail)
         return False
     scores.human = scores.dynamics = 0.0
     scores.put("unauthored", tail_score, f.last_kind.get("unauthored", ""),

@@ -155,6 +155,9 @@ class AttributionConfig:
         unauthored_linger_s: human or dynamics evidence within this long after the last
             direct unauthored evidence is attributed to the same unauthored cause (its
             tail); the tail never extends itself.
+        tail_own_cause_s: a human or dynamics cause established within this long goes on
+            as itself: an unauthored blip inside it (a joint friction sticking its joint
+            for a tick) leaves no tail.
         sensor_suppresses: whether an untrusted real stream suppresses other categories.
     """
 
@@ -218,6 +221,7 @@ class AttributionConfig:
     unexplained_min_s: float = 1.0
     sensor_recovery_s: float = 1.0
     unauthored_linger_s: float = 1.0
+    tail_own_cause_s: float = 0.5
     sensor_suppresses: bool = True
 
     def validate(self) -> None:
