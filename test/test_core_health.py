@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sim_real_bridge.core.health import FeatureConfig, StreamFlags, StreamHealth
-from sim_real_bridge.core.health_windows import per_window, window_sum
+from sim_real_bridge.core.health_windows import latched, per_window, window_sum
 from sim_real_bridge.errors import ConfigError
 
 MS = 1_000_000
@@ -86,6 +86,33 @@ def test_a_frozen_stream_flags_only_while_the_twin_moves(twin_moves: bool) -> No
     assert active.min() == pytest.approx(3.08) and active.max() == pytest.approx(3.38)
     k = int(np.flatnonzero(flags.active["frozen"])[-1])
     assert int(flags.evidence("frozen", k)["identical_samples"]) >= 25
+
+
+def test_a_frozen_stream_seen_while_its_twin_moved_stays_frozen_while_it_repeats() -> None:
+    values = _moving_values(900)
+    values[300:600] = values[300]  # 300 identical samples from 3.0 s
+    health = _health(values)
+    t = _grid(1.0, 8.0)
+    twin = np.zeros((len(t), 2), dtype=bool)
+    twin[(t >= 1 * S + 3_200 * MS) & (t < 1 * S + 3_500 * MS)] = True  # the twin moves at 3.2-3.5 s only
+    # (in batches, as the engine asks: the latch carries from one to the next)
+    active = np.concatenate([health.flags(t[lo:lo + 40], _late(t[lo:lo + 40]), twin[lo:lo + 40]).active["frozen"]
+                             for lo in range(0, len(t), 40)])
+    on = (t[active] - 1 * S) * 1e-9
+    # from the twin's first move to the hold after the last identical sample (5.99 s)
+    assert on.min() == pytest.approx(3.2) and on.max() == pytest.approx(6.08)
+    assert np.all(np.diff(on) < 0.021)  # one run, no break
+    values[700:720] = values[700]  # a second run, its twin still: a still robot holds its values
+    health = _health(values)
+    assert not health.flags(t, _late(t), twin).active["frozen"][t >= 1 * S + 6_500 * MS].any()
+
+
+def test_latched_holds_from_a_gate_while_the_run_goes_on() -> None:
+    gate = np.array([0, 1, 0, 0, 0, 0, 1, 0], dtype=bool)
+    goes_on = np.array([1, 1, 1, 0, 1, 1, 1, 1], dtype=bool)
+    assert latched(gate, goes_on, False).astype(int).tolist() == [0, 1, 1, 0, 0, 0, 1, 1]
+    assert latched(np.zeros(8, dtype=bool), goes_on, True).astype(int).tolist() == [1, 1, 1, 0, 0, 0, 0, 0]
+    assert latched(np.zeros(0, dtype=bool), np.zeros(0, dtype=bool), True).tolist() == []
 
 
 def test_fewer_repeats_than_frozen_samples_are_not_frozen() -> None:

@@ -30,7 +30,8 @@ they were decided (the monitor's clock), which detectors are active. Every rule 
 causal: a flag at t rests on samples at or before t that had arrived by the decision.
 A still robot holds its values: frozen and saturation count only while the other
 side's twin stream moves (per component for saturation, so an idle joint that its
-twin also holds still is not pinned). A gap the twin shares was lost on the way to
+twin also holds still is not pinned); a frozen run, once its twin moved during it,
+counts until it ends (a sensor that missed the motion has not reported since). A gap the twin shares was lost on the way to
 the monitor, not by the sensor.
 """
 
@@ -41,8 +42,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim_real_bridge.core.health_windows import (marks_in, median_abs_deviation, per_window, pinned_while_moving,
-                                                  run_length, window_ends, window_sum)
+from sim_real_bridge.core.health_windows import (latched, marks_in, median_abs_deviation, per_window,
+                                                  pinned_while_moving, run_length, window_ends, window_sum)
 from sim_real_bridge.errors import ConfigError
 
 DETECTORS: tuple[str, ...] = ("dropout", "sample_loss", "nonfinite", "frozen", "stamp_jitter", "saturation")
@@ -174,6 +175,7 @@ class StreamHealth:
         self._last_stamp: int | None = None
         self._last_values: np.ndarray | None = None
         self._repeat_run = 0
+        self._frozen_latched, self._frozen_longest = False, 0.0  # (see _frozen)
         self._component_run: np.ndarray | int = 0
         self._positive = np.zeros(0)  # recent positive stamp intervals (s), for the period
         self._intervals = np.zeros(0)  # recent stamp intervals (s), for the jitter and the loss
@@ -436,9 +438,7 @@ class StreamHealth:
         times, values = self._marks["nonfinite"]
         active, worst = marks_in(times, values, lo_ns, t_ns)
         out.active["nonfinite"], out.severity["nonfinite"] = active, np.where(active, 0.5 + 0.5 * worst, 0.0)
-        times, values = self._marks["frozen"]
-        active, longest = marks_in(times, values, lo_ns, t_ns)
-        active &= moving.any(axis=1) & (longest >= self.config.frozen_samples)
+        active, longest = self._frozen(lo_ns, t_ns, moving)
         out.active["frozen"] = active
         out.severity["frozen"] = np.where(active, np.clip(longest / (4 * self.config.frozen_samples), 0, 1), 0.0)
         out.detail["identical_samples"] = np.where(active, longest, 0.0)
@@ -448,6 +448,19 @@ class StreamHealth:
         self._sample_loss(stats, decision_ns, twin, out)
         self._jitter(stats, out)
         return out
+
+    def _frozen(self, lo_ns: np.ndarray, t_ns: np.ndarray, moving: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(K,) frozen, and the longest run of identical samples: a run counts once its twin
+        moves during it, and goes on counting while it lasts (its twin may stop meanwhile: a
+        sensor that missed the motion still has not reported since)."""
+        times, values = self._marks["frozen"]
+        present, longest = marks_in(times, values, lo_ns, t_ns)
+        present &= longest >= self.config.frozen_samples
+        goes_on = present & (longest >= np.concatenate(([self._frozen_longest], longest[:-1])))
+        active = latched(present & moving.any(axis=1), goes_on, self._frozen_latched)
+        if len(t_ns):
+            self._frozen_latched, self._frozen_longest = bool(active[-1]), float(longest[-1])
+        return active, longest
 
     def lost_share(self, decision_ns: np.ndarray) -> np.ndarray:
         """(K,) share of the expected samples missing from the last ``loss_window`` stamp

@@ -88,3 +88,14 @@ def window_sum(history: np.ndarray, ends: np.ndarray, size: int) -> np.ndarray:
     totals = np.cumsum(history, axis=0, dtype=float)
     totals = np.concatenate((np.zeros((1,) + totals.shape[1:]), totals))
     return totals[ends] - totals[np.maximum(ends - size, 0)]
+
+
+def latched(gate: np.ndarray, goes_on: np.ndarray, carried: bool) -> np.ndarray:
+    """(K,) true from each row where ``gate`` holds for as long as ``goes_on`` holds (row k
+    continues row k - 1's run); ``carried``: latched before row 0 (kept while row 0 on
+    goes on)."""
+    rows = np.arange(len(gate))
+    run_start = np.maximum.accumulate(np.where(goes_on, 0, rows))
+    last_gate = np.maximum.accumulate(np.where(gate, rows, -1))
+    from_carry = carried & (np.cumsum(~goes_on) == 0)
+    return (last_gate >= run_start) & (last_gate >= 0) | from_carry
