@@ -19,8 +19,10 @@ under the free-space load threshold), and the contact phases of a wipe read as c
 after a gain change was already found, a gain change during a wipe's contact read
 as contact, and a payload met while a tool without a wrist sensor presses on the table
 (read as contact friction until the tool lifted: the contact event now goes to the load
-whose residual goes on out of contact), and a hand holding an arm that drags it along
-(read as a push: the pull turns round as the arm passes where it was held).
+whose residual goes on out of contact), a hand holding an arm that drags it along
+(read as a push: the pull turns round as the arm passes where it was held), and an
+obstacle met with a link (read as a push until it carried the tool off its path: the
+short human event now goes to the obstacle that takes over from it).
 
 Still wrong, and so not here (as run on 2026-12-07, after the contact handover): an obstacle in a push task (seed
 243: found 1.1 s late), a payload during a wipe without a wrench sensor (seed 593: found
@@ -78,6 +80,8 @@ CASES = [
          ("contact", "human")),
     Case("a hand holding the arm it is dragged along with", 45, 38.0, "human", "hold",
          ("dynamics", "contact", "unauthored")),
+    Case("an obstacle that loads the arm like a hand before it carries the tool off", 458, 47.0, "unauthored",
+         "obstacle", ("human",)),
 ]
 
 

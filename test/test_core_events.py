@@ -203,3 +203,18 @@ def test_events_handed_over_at_the_end_of_a_run() -> None:
     assert [(r.category, r.kind, r.handed_over_from) for r in closes] == [("human", "push", "contact"),
                                                                            ("human", "push", "")]
     assert closes[0].id != opened[0].id
+
+
+def test_a_short_human_event_goes_to_the_obstacle_that_takes_over_and_a_long_one_stays() -> None:
+    for push_ms, expected in ((600, ("unauthored", "obstacle", "human")), (2000, ("human", "push", ""))):
+        tracker = EventTracker(config())
+        run(tracker, [(t, act("human", kind="push")) for t in range(1000, 1000 + push_ms, 20)])
+        recs = []
+        for t in range(1000 + push_ms, 1000 + push_ms + 1500, 20):
+            records = tracker.update(t * MS, act("unauthored", kind="obstacle"))
+            tracker.carry_into_obstacle(records)
+            recs += records
+        closes = [r for r in recs if r.action == ACTION_CLOSE]
+        assert [(r.category, r.kind, r.handed_over_from) for r in closes] == [expected], push_ms
+    with pytest.raises(ConfigError, match="EventConfig.obstacle_handover_max_s must be >= 0"):
+        EventTracker(EventConfig(obstacle_handover_max_s=-1.0))

@@ -488,8 +488,10 @@ class DivergenceEngine:
         for k, (t, decision, verdict) in enumerate(zip(grid.t_ns.tolist(), grid.decision_ns.tolist(), rows.verdicts,
                                                         strict=True)):
             records = self._events.update(t, verdict.active)
-            if records and not rows.sim_contact[k]:
-                self._events.carry_out_of_contact(records)
+            if records:
+                self._events.carry_into_obstacle(records)
+                if not rows.sim_contact[k]:
+                    self._events.carry_out_of_contact(records)
             for record in records:
                 if record.action == ACTION_OPEN:
                     self._ledger.count_event(record.category)

@@ -32,6 +32,8 @@ class EventConfig:
             a contact residual too: a slick object pushed by the tool shows brief ones).
         handover_s: an event handed over (see ``EventTracker.hand_over``) last was active
             within this long of the event that takes it over beginning.
+        obstacle_handover_max_s: a human event at most this long goes to an obstacle
+            whose event begins as it stops (see ``EventTracker.carry_into_obstacle``).
     """
 
     min_duration_s: float = 0.2
@@ -40,10 +42,12 @@ class EventConfig:
     update_period_s: float = 1.0
     min_duration_by_category: dict[str, float] = field(default_factory=lambda: {"human": 0.3, "contact": 0.3})
     handover_s: float = 0.2
+    obstacle_handover_max_s: float = 1.5
 
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid field."""
-        for name in ("min_duration_s", "heal_s", "gap_tolerance_s", "update_period_s", "handover_s"):
+        for name in ("min_duration_s", "heal_s", "gap_tolerance_s", "update_period_s", "handover_s",
+                     "obstacle_handover_max_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"EventConfig.{name} must be >= 0, got {getattr(self, name)}")
         for category, value in self.min_duration_by_category.items():
@@ -203,12 +207,13 @@ class EventTracker:
         self._states[category] = _CategoryState()
         return rec
 
-    def hand_over(self, source: str, target: str, evidence: dict[str, str]) -> bool:
+    def hand_over(self, source: str, target: str, evidence: dict[str, str], max_s: float = float("inf")) -> bool:
         """Propose that ``source``'s open event closes as ``target``'s: its residual goes
         on under the cause of ``target``'s open event, which began within ``handover_s`` of
         the source's last activity (the source is inactive now). It does, keeping its id
         and start and taking the target's category and kind (``evidence`` added), if the
         target is still active when the source heals and the source was not active again.
+        A source event longer than ``max_s`` is not handed over.
 
         Returns:
             Whether it was proposed.
@@ -220,6 +225,8 @@ class EventTracker:
             return False  # (active now: both causes at once, each its own event)
         if abs(dst.start_ns - src.last_active_ns) > self.config.handover_s * 1e9:
             return False
+        if src.last_active_ns - src.start_ns > max_s * 1e9:
+            return False  # (longer than the target's cause could pass for the source's)
         src.handover = _Handover(target, dst.event_id, dict(evidence))
         return True
 
@@ -232,6 +239,16 @@ class EventTracker:
         for record in records:
             if record.action == ACTION_OPEN and record.category in CARRIED_OUT_OF_CONTACT:
                 self.hand_over("contact", record.category, {"went_on_out_of_contact_as": record.id})
+
+    def carry_into_obstacle(self, records: list[EventRecord]) -> None:
+        """A short human event goes to an obstacle whose event opens now, as the human
+        event's residual stops, if the obstacle goes on (see ``hand_over``): an obstacle
+        met with a link loads the arm like a hand until it has carried the tool off its
+        path, so a human event of at most ``obstacle_handover_max_s`` before it was the
+        obstacle's. Call with the records of a row."""
+        for record in records:
+            if record.action == ACTION_OPEN and record.category == "unauthored" and record.kind == "obstacle":
+                self.hand_over("human", "unauthored", {"went_on_as": record.id}, self.config.obstacle_handover_max_s)
 
     def finish(self) -> list[EventRecord]:
         """Close every open event (end of run); returns the close records."""
