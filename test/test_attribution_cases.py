@@ -22,7 +22,8 @@ as contact, and a payload met while a tool without a wrist sensor presses on the
 whose residual goes on out of contact), a hand holding an arm that drags it along
 (read as a push: the pull turns round as the arm passes where it was held), and an
 obstacle met with a link (read as a push until it carried the tool off its path: the
-short human event now goes to the obstacle that takes over from it).
+short human event now goes to the obstacle that takes over from it; a stalling joint's
+first moments, read as a gain, go to the stall the same way).
 
 Still wrong, and so not here (as run on 2026-12-07, after the contact handover): an obstacle in a push task (seed
 243: found 1.1 s late), a payload during a wipe without a wrench sensor (seed 593: found

@@ -205,16 +205,24 @@ def test_events_handed_over_at_the_end_of_a_run() -> None:
     assert closes[0].id != opened[0].id
 
 
-def test_a_short_human_event_goes_to_the_obstacle_that_takes_over_and_a_long_one_stays() -> None:
-    for push_ms, expected in ((600, ("unauthored", "obstacle", "human")), (2000, ("human", "push", ""))):
+@pytest.mark.parametrize("first, first_kind, then_kind", [("human", "push", "obstacle"),
+                                                         ("dynamics", "gain", "joint_stall")])
+def test_a_short_event_goes_to_the_unauthored_cause_that_takes_over_and_a_long_one_stays(
+        first: str, first_kind: str, then_kind: str) -> None:
+    for first_ms, expected in ((600, ("unauthored", then_kind, first)), (2000, (first, first_kind, ""))):
         tracker = EventTracker(config())
-        run(tracker, [(t, act("human", kind="push")) for t in range(1000, 1000 + push_ms, 20)])
+        run(tracker, [(t, act(first, kind=first_kind)) for t in range(1000, 1000 + first_ms, 20)])
         recs = []
-        for t in range(1000 + push_ms, 1000 + push_ms + 1500, 20):
-            records = tracker.update(t * MS, act("unauthored", kind="obstacle"))
-            tracker.carry_into_obstacle(records)
+        for t in range(1000 + first_ms, 1000 + first_ms + 1500, 20):
+            records = tracker.update(t * MS, act("unauthored", kind=then_kind))
+            tracker.carry_into_unauthored(records)
             recs += records
         closes = [r for r in recs if r.action == ACTION_CLOSE]
-        assert [(r.category, r.kind, r.handed_over_from) for r in closes] == [expected], push_ms
+        assert [(r.category, r.kind, r.handed_over_from) for r in closes] == [expected], first_ms
+    tracker = EventTracker(config())  # (an object slip takes nothing over)
+    run(tracker, [(t, act(first, kind=first_kind)) for t in range(1000, 1600, 20)])
+    for t in range(1600, 3100, 20):
+        tracker.carry_into_unauthored(tracker.update(t * MS, act("unauthored", kind="object_slip")))
+    assert [(r.category, r.handed_over_from) for r in tracker.closed] == [(first, "")]
     with pytest.raises(ConfigError, match="EventConfig.obstacle_handover_max_s must be >= 0"):
         EventTracker(EventConfig(obstacle_handover_max_s=-1.0))

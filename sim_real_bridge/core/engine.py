@@ -489,7 +489,7 @@ class DivergenceEngine:
                                                         strict=True)):
             records = self._events.update(t, verdict.active)
             if records:
-                self._events.carry_into_obstacle(records)
+                self._events.carry_into_unauthored(records)
                 if not rows.sim_contact[k]:
                     self._events.carry_out_of_contact(records)
             for record in records:

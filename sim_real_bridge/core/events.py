@@ -13,6 +13,8 @@ ACTION_CLOSE = "close"
 
 #: the categories of a load on the arm, which acts in free space as in contact
 CARRIED_OUT_OF_CONTACT = ("dynamics", "human")
+#: what an unauthored cause of each kind is read as before its own evidence is in
+UNAUTHORED_FIRST_READ_AS = {"obstacle": "human", "joint_stall": "dynamics"}
 
 
 @dataclass
@@ -32,8 +34,9 @@ class EventConfig:
             a contact residual too: a slick object pushed by the tool shows brief ones).
         handover_s: an event handed over (see ``EventTracker.hand_over``) last was active
             within this long of the event that takes it over beginning.
-        obstacle_handover_max_s: a human event at most this long goes to an obstacle
-            whose event begins as it stops (see ``EventTracker.carry_into_obstacle``).
+        obstacle_handover_max_s: a human (dynamics) event at most this long goes to an
+            obstacle (a stall) whose event begins as it stops (see
+            ``EventTracker.carry_into_unauthored``).
     """
 
     min_duration_s: float = 0.2
@@ -240,15 +243,20 @@ class EventTracker:
             if record.action == ACTION_OPEN and record.category in CARRIED_OUT_OF_CONTACT:
                 self.hand_over("contact", record.category, {"went_on_out_of_contact_as": record.id})
 
-    def carry_into_obstacle(self, records: list[EventRecord]) -> None:
-        """A short human event goes to an obstacle whose event opens now, as the human
-        event's residual stops, if the obstacle goes on (see ``hand_over``): an obstacle
+    def carry_into_unauthored(self, records: list[EventRecord]) -> None:
+        """A short human or dynamics event goes to the unauthored cause whose event opens
+        now, as its residual stops, if that cause goes on (see ``hand_over``): an obstacle
         met with a link loads the arm like a hand until it has carried the tool off its
-        path, so a human event of at most ``obstacle_handover_max_s`` before it was the
-        obstacle's. Call with the records of a row."""
+        path, and a joint stalling follows less of its command (a lower gain) until it has
+        stopped, so a human event before an obstacle or a dynamics event before a stall,
+        of at most ``obstacle_handover_max_s``, was the unauthored cause's. Call with the
+        records of a row."""
         for record in records:
-            if record.action == ACTION_OPEN and record.category == "unauthored" and record.kind == "obstacle":
-                self.hand_over("human", "unauthored", {"went_on_as": record.id}, self.config.obstacle_handover_max_s)
+            if record.action == ACTION_OPEN and record.category == "unauthored":
+                source = UNAUTHORED_FIRST_READ_AS.get(record.kind)
+                if source:
+                    self.hand_over(source, "unauthored", {"went_on_as": record.id},
+                                   self.config.obstacle_handover_max_s)
 
     def finish(self) -> list[EventRecord]:
         """Close every open event (end of run); returns the close records."""
