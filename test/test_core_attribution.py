@@ -306,15 +306,6 @@ def test_sliding_a_residual_at_the_sims_friction_ratio_is_the_surface_off_it_the
     # (seed 83 mid-stroke: a normal residual above the drag, still off the sim's ratio)
     assert active(feats(**sliding, force_residual_n=21.0, external_force_n=np.array([0.0, 15.0, -17.0]))) == {
         "contact": "friction"}
-    # at a stroke's end nothing slides: mostly normal force reads as the surface, unless the
-    # stroke just showed the friction (seed 228)
-    stopped = {**sliding, "sim_tip_velocity_m_s": np.array([0.0, 0.02, 0.0]), "force_residual_n": 13.0,
-               "external_force_n": np.array([0.0, 3.0, -12.6])}
-    assert active(feats(**stopped)) == {"contact": "stiffness"}
-    assert active(feats(**stopped, last_kind={"contact": "friction"}, since_active_s={"contact": 0.02})) == {
-        "contact": "friction"}
-    assert active(feats(**stopped, last_kind={"contact": "friction"}, since_active_s={"contact": 0.5})) == {
-        "contact": "stiffness"}
 
 
 def test_in_contact_the_tool_depth_tells_a_changed_surface_from_a_changed_load() -> None:

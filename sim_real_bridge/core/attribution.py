@@ -480,9 +480,6 @@ def _contact_kind(f: TickFeatures, cfg: AttributionConfig, along: Sequence[float
         friction_ratio = sim_tangential / sim_normal
         off = abs(tangential / normal - friction_ratio) > cfg.friction_ratio_tolerance * friction_ratio
         return "friction" if off else "stiffness"
-    last = f.last_kind.get("contact")
-    if last in ("friction", "stiffness") and f.since_active_s.get("contact", math.inf) <= cfg.contact_kind_kept_s:
-        return last  # (the tool stopped a moment ago: what its sliding showed holds)
     return "stiffness" if normal >= tangential else "friction"
 
 

@@ -73,9 +73,6 @@ class AttributionConfig:
             own (the modelled friction coefficient).
         friction_ratio_tolerance: a residual whose tangential/normal ratio departs from the
             sim's by more than this share of it is friction, else stiffness.
-        contact_kind_kept_s: a contact residual while the tool does not slide keeps the
-            kind (friction or stiffness) the contact category had this long ago: a
-            stroke's end shows no ratio to read, only what the stroke left behind.
         contact_depth_min_m: in contact, a tool height offset (real minus sim) this large
             tells a changed surface (depth and force change oppositely) from a changed load
             on it (together: no contact gap); below it the force residual is contact's.
@@ -188,7 +185,6 @@ class AttributionConfig:
     contact_depth_min_m: float = 0.0002
     contact_sliding_m_s: float = 0.1
     friction_ratio_tolerance: float = 0.3
-    contact_kind_kept_s: float = 0.2
     human_force_n: float = 4.0
     felt_min_nm: float = 1.0
     latency_min_s: float = 0.02
