@@ -34,6 +34,8 @@ class EventConfig:
             a contact residual too: a slick object pushed by the tool shows brief ones).
         handover_s: an event handed over (see ``EventTracker.hand_over``) last was active
             within this long of the event that takes it over beginning.
+        handover_goes_on_s: ... and that event was still active this long after (a
+            blip as a contact ends takes nothing over).
         obstacle_handover_max_s: a human (dynamics) event at most this long goes to an
             obstacle (a stall) whose event begins as it stops (see
             ``EventTracker.carry_into_unauthored``).
@@ -45,12 +47,13 @@ class EventConfig:
     update_period_s: float = 1.0
     min_duration_by_category: dict[str, float] = field(default_factory=lambda: {"human": 0.3, "contact": 0.3})
     handover_s: float = 0.2
+    handover_goes_on_s: float = 0.5
     obstacle_handover_max_s: float = 1.5
 
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid field."""
         for name in ("min_duration_s", "heal_s", "gap_tolerance_s", "update_period_s", "handover_s",
-                     "obstacle_handover_max_s"):
+                     "handover_goes_on_s", "obstacle_handover_max_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"EventConfig.{name} must be >= 0, got {getattr(self, name)}")
         for category, value in self.min_duration_by_category.items():
@@ -199,7 +202,7 @@ class EventTracker:
         rec = self._record(category, st, ACTION_CLOSE, st.last_active_ns)
         target = self._states.get(st.handover.target) if st.handover else None
         if (st.handover and target and target.event_id == st.handover.event_id
-                and (self._last_t_ns or 0) - target.last_active_ns <= self.config.gap_tolerance_s * 1e9):
+                and target.last_active_ns - st.last_active_ns >= self.config.handover_goes_on_s * 1e9):
             # the residual went on under the target's cause while this event healed
             rec.category, rec.handed_over_from = st.handover.target, category
             rec.kind = self._record(st.handover.target, target, ACTION_UPDATE, 0).kind
@@ -214,8 +217,10 @@ class EventTracker:
         """Propose that ``source``'s open event closes as ``target``'s: its residual goes
         on under the cause of ``target``'s open event, which began within ``handover_s`` of
         the source's last activity (the source is inactive now). It does, keeping its id
-        and start and taking the target's category and kind (``evidence`` added), if the
-        target is still active when the source heals and the source was not active again.
+        and start and taking the target's category and kind (``evidence`` added), if, when
+        the source heals, the target's event is still open and was active at least
+        ``handover_goes_on_s`` after the source's last activity, and the source was not
+        active again.
         A source event longer than ``max_s`` is not handed over.
 
         Returns:
