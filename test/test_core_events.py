@@ -226,5 +226,5 @@ def test_a_short_event_goes_to_the_unauthored_cause_that_takes_over_and_a_long_o
     for t in range(1600, 3100, 20):
         tracker.carry_into_unauthored(tracker.update(t * MS, act("unauthored", kind="object_slip")))
     assert [(r.category, r.handed_over_from) for r in tracker.closed] == [(first, "")]
-    with pytest.raises(ConfigError, match="EventConfig.obstacle_handover_max_s must be >= 0"):
-        EventTracker(EventConfig(obstacle_handover_max_s=-1.0))
+    with pytest.raises(ConfigError, match="EventConfig.unauthored_handover_max_s must be >= 0"):
+        EventTracker(EventConfig(unauthored_handover_max_s=-1.0))

@@ -36,7 +36,7 @@ class EventConfig:
             within this long of the event that takes it over beginning.
         handover_goes_on_s: ... and that event was still active this long after (a
             blip as a contact ends takes nothing over).
-        obstacle_handover_max_s: a human (dynamics) event at most this long goes to an
+        unauthored_handover_max_s: a human (dynamics) event at most this long goes to an
             obstacle (a stall) whose event begins as it stops (see
             ``EventTracker.carry_into_unauthored``).
     """
@@ -48,12 +48,12 @@ class EventConfig:
     min_duration_by_category: dict[str, float] = field(default_factory=lambda: {"human": 0.3, "contact": 0.3})
     handover_s: float = 0.2
     handover_goes_on_s: float = 0.5
-    obstacle_handover_max_s: float = 1.5
+    unauthored_handover_max_s: float = 1.5
 
     def validate(self) -> None:
         """Raise ConfigError naming the first invalid field."""
         for name in ("min_duration_s", "heal_s", "gap_tolerance_s", "update_period_s", "handover_s",
-                     "handover_goes_on_s", "obstacle_handover_max_s"):
+                     "handover_goes_on_s", "unauthored_handover_max_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"EventConfig.{name} must be >= 0, got {getattr(self, name)}")
         for category, value in self.min_duration_by_category.items():
@@ -122,8 +122,12 @@ class EventTracker:
             st = self._states[category] = _CategoryState()
         return st
 
+    @staticmethod
+    def _kind(st: _CategoryState) -> str:
+        return st.kinds.most_common(1)[0][0] if st.kinds else ""
+
     def _record(self, category: str, st: _CategoryState, action: str, end_ns: int) -> EventRecord:
-        kind = st.kinds.most_common(1)[0][0] if st.kinds else ""
+        kind = self._kind(st)
         return EventRecord(
             id=st.event_id or "", category=category, kind=kind, severity=round(st.severity, 6),
             start_ns=st.start_ns, end_ns=end_ns, open=action != ACTION_CLOSE, action=action,
@@ -205,7 +209,7 @@ class EventTracker:
                 and target.last_active_ns - st.last_active_ns >= self.config.handover_goes_on_s * 1e9):
             # the residual went on under the target's cause while this event healed
             rec.category, rec.handed_over_from = st.handover.target, category
-            rec.kind = self._record(st.handover.target, target, ACTION_UPDATE, 0).kind
+            rec.kind = self._kind(target)
             rec.evidence.update(st.handover.evidence)
             self.opened_count[category] -= 1
             self.opened_count[st.handover.target] += 1
@@ -254,14 +258,14 @@ class EventTracker:
         met with a link loads the arm like a hand until it has carried the tool off its
         path, and a joint stalling follows less of its command (a lower gain) until it has
         stopped, so a human event before an obstacle or a dynamics event before a stall,
-        of at most ``obstacle_handover_max_s``, was the unauthored cause's. Call with the
+        of at most ``unauthored_handover_max_s``, was the unauthored cause's. Call with the
         records of a row."""
         for record in records:
             if record.action == ACTION_OPEN and record.category == "unauthored":
                 source = UNAUTHORED_FIRST_READ_AS.get(record.kind)
                 if source:
                     self.hand_over(source, "unauthored", {"went_on_as": record.id},
-                                   self.config.obstacle_handover_max_s)
+                                   self.config.unauthored_handover_max_s)
 
     def finish(self) -> list[EventRecord]:
         """Close every open event (end of run); returns the close records."""

@@ -31,8 +31,8 @@ causal: a flag at t rests on samples at or before t that had arrived by the deci
 A still robot holds its values: frozen and saturation count only while the other
 side's twin stream moves (per component for saturation, so an idle joint that its
 twin also holds still is not pinned); a frozen run, once its twin moved during it,
-counts until it ends (a sensor that missed the motion has not reported since). A gap the twin shares was lost on the way to
-the monitor, not by the sensor.
+counts until it ends (a sensor that missed the motion has not reported since). A gap
+the twin shares was lost on the way to the monitor, not by the sensor.
 """
 
 from __future__ import annotations

@@ -98,4 +98,4 @@ def latched(gate: np.ndarray, goes_on: np.ndarray, carried: bool) -> np.ndarray:
     run_start = np.maximum.accumulate(np.where(goes_on, 0, rows))
     last_gate = np.maximum.accumulate(np.where(gate, rows, -1))
     from_carry = carried & (np.cumsum(~goes_on) == 0)
-    return (last_gate >= run_start) & (last_gate >= 0) | from_carry
+    return ((last_gate >= run_start) & (last_gate >= 0)) | from_carry
