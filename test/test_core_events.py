@@ -228,3 +228,15 @@ def test_a_short_event_goes_to_the_unauthored_cause_that_takes_over_and_a_long_o
     assert [(r.category, r.handed_over_from) for r in tracker.closed] == [(first, "")]
     with pytest.raises(ConfigError, match="EventConfig.unauthored_handover_max_s must be >= 0"):
         EventTracker(EventConfig(unauthored_handover_max_s=-1.0))
+
+
+@pytest.mark.parametrize("kind, handed", [("payload", True), ("actuation_latency", False)])
+def test_a_contact_event_goes_to_a_load_out_of_contact_not_to_an_actuation_change(kind: str, handed: bool) -> None:
+    # seed 16 live: a heavier object pushed, then a latency found as the tool leaves it
+    tracker = EventTracker(config())
+    run(tracker, [(t, act("contact", kind="object_mass")) for t in range(1000, 2000, 20)])
+    for t in range(2000, 3500, 20):
+        tracker.carry_out_of_contact(tracker.update(t * MS, act("dynamics", kind=kind)))
+    contact = [r for r in tracker.closed if r.id.endswith("-contact")]
+    assert [(r.category, r.handed_over_from) for r in contact] == [("dynamics", "contact") if handed
+                                                                   else ("contact", "")]

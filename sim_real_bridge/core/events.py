@@ -11,8 +11,9 @@ ACTION_OPEN = "open"
 ACTION_UPDATE = "update"
 ACTION_CLOSE = "close"
 
-#: the categories of a load on the arm, which acts in free space as in contact
-CARRIED_OUT_OF_CONTACT = ("dynamics", "human")
+#: the kinds, by category, of a load on the arm (a weight, a hand): it acts in free space
+#: as in contact (an actuation change shows in contact as the joints' own residual)
+CARRIED_OUT_OF_CONTACT = {"dynamics": ("payload",), "human": ("push", "hold")}
 #: what an unauthored cause of each kind is read as before its own evidence is in
 UNAUTHORED_FIRST_READ_AS = {"obstacle": "human", "joint_stall": "dynamics"}
 
@@ -243,13 +244,13 @@ class EventTracker:
         return True
 
     def carry_out_of_contact(self, records: list[EventRecord]) -> None:
-        """A contact event goes to a load on the arm (dynamics, human) whose event opens
+        """A contact event goes to a load on the arm (a payload, a hand) whose event opens
         now, out of contact, as the contact event's residual stops, if the load goes on
         (see ``hand_over``): a changed contact ends when the tool leaves it, so a residual
         that goes on was the load's (a weight or a hand met while the tool pressed on a
         surface). Call only at rows out of contact, with the records of the row."""
         for record in records:
-            if record.action == ACTION_OPEN and record.category in CARRIED_OUT_OF_CONTACT:
+            if record.action == ACTION_OPEN and record.kind in CARRIED_OUT_OF_CONTACT.get(record.category, ()):
                 self.hand_over("contact", record.category, {"went_on_out_of_contact_as": record.id})
 
     def carry_into_unauthored(self, records: list[EventRecord]) -> None:
