@@ -217,26 +217,28 @@ def test_a_short_event_goes_to_the_unauthored_cause_that_takes_over_and_a_long_o
         recs = []
         for t in range(1000 + first_ms, 1000 + first_ms + 1500, 20):
             records = tracker.update(t * MS, act("unauthored", kind=then_kind))
-            tracker.carry_into_unauthored(records)
+            tracker.carry_over(records, out_of_contact=False)
             recs += records
         closes = [r for r in recs if r.action == ACTION_CLOSE]
         assert [(r.category, r.kind, r.handed_over_from) for r in closes] == [expected], first_ms
     tracker = EventTracker(config())  # (an object slip takes nothing over)
     run(tracker, [(t, act(first, kind=first_kind)) for t in range(1000, 1600, 20)])
     for t in range(1600, 3100, 20):
-        tracker.carry_into_unauthored(tracker.update(t * MS, act("unauthored", kind="object_slip")))
+        tracker.carry_over(tracker.update(t * MS, act("unauthored", kind="object_slip")), out_of_contact=True)
     assert [(r.category, r.handed_over_from) for r in tracker.closed] == [(first, "")]
     with pytest.raises(ConfigError, match="EventConfig.unauthored_handover_max_s must be >= 0"):
         EventTracker(EventConfig(unauthored_handover_max_s=-1.0))
 
 
-@pytest.mark.parametrize("kind, handed", [("payload", True), ("actuation_latency", False)])
-def test_a_contact_event_goes_to_a_load_out_of_contact_not_to_an_actuation_change(kind: str, handed: bool) -> None:
+@pytest.mark.parametrize("kind, out_of_contact, handed", [("payload", True, True), ("actuation_latency", True, False),
+                                                          ("payload", False, False)])
+def test_a_contact_event_goes_to_a_load_out_of_contact_not_to_an_actuation_change(
+        kind: str, out_of_contact: bool, handed: bool) -> None:
     # seed 16 live: a heavier object pushed, then a latency found as the tool leaves it
     tracker = EventTracker(config())
     run(tracker, [(t, act("contact", kind="object_mass")) for t in range(1000, 2000, 20)])
     for t in range(2000, 3500, 20):
-        tracker.carry_out_of_contact(tracker.update(t * MS, act("dynamics", kind=kind)))
+        tracker.carry_over(tracker.update(t * MS, act("dynamics", kind=kind)), out_of_contact=out_of_contact)
     contact = [r for r in tracker.closed if r.id.endswith("-contact")]
     assert [(r.category, r.handed_over_from) for r in contact] == [("dynamics", "contact") if handed
                                                                    else ("contact", "")]

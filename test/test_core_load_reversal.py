@@ -14,7 +14,10 @@ DT_S = 0.02
 
 def feed(reversal: LoadReversal, efforts, active: bool = True) -> None:
     for effort in efforts:
-        reversal.update(np.asarray(effort, dtype=float), active, DT_S, CFG)
+        if active:
+            reversal.add(np.asarray(effort, dtype=float), DT_S, CFG)
+        else:
+            reversal.idle(DT_S, CFG)
 
 
 def test_a_push_whose_lever_arms_turn_with_the_pose_is_not_reversed() -> None:

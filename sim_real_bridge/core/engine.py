@@ -30,7 +30,7 @@ import numpy as np
 from sim_real_bridge.core import fits, intake, scan
 from sim_real_bridge.core.attribution import CATEGORIES
 from sim_real_bridge.core.config import EngineConfig, config_to_dict
-from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventTracker
+from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventRecord, EventTracker
 from sim_real_bridge.core.inputs import SIDES, STREAMS, StreamInputs
 from sim_real_bridge.core.lag import BEHIND_S, LagMeter
 from sim_real_bridge.core.ledger import ResidualLedger
@@ -395,10 +395,16 @@ class DivergenceEngine:
             out.extend(self._analyse_due())
         at = now_ns if now_ns is not None else (self.last_analysed_ns or 0)
         for record in self._events.finish():
-            if record.handed_over_from:
-                self._ledger.move_event(record.handed_over_from, record.category)
+            self._count_event(record)
             out.events.append((int(at), record))
         return out
+
+    def _count_event(self, record: EventRecord) -> None:
+        """The ledger's event count: an event opened, or closed as another category's."""
+        if record.action == ACTION_OPEN:
+            self._ledger.count_event(record.category)
+        elif record.handed_over_from:
+            self._ledger.move_event(record.handed_over_from, record.category)
 
     def _candidates(self, until_ns: int) -> np.ndarray | None:
         """Grid times from the next one up to until_ns (None before both sides' joints)."""
@@ -489,14 +495,9 @@ class DivergenceEngine:
                                                         strict=True)):
             records = self._events.update(t, verdict.active)
             if records:
-                self._events.carry_into_unauthored(records)
-                if not rows.sim_contact[k]:
-                    self._events.carry_out_of_contact(records)
+                self._events.carry_over(records, out_of_contact=not rows.sim_contact[k])
             for record in records:
-                if record.action == ACTION_OPEN:
-                    self._ledger.count_event(record.category)
-                elif record.handed_over_from:
-                    self._ledger.move_event(record.handed_over_from, record.category)
+                self._count_event(record)
                 out.events.append((decision, record))
             self._ledger.add(t, verdict.top, energy[k])
             self.lag.note(decision, t)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from sim_real_bridge.errors import ConfigError
 
@@ -11,12 +12,30 @@ ACTION_OPEN = "open"
 ACTION_UPDATE = "update"
 ACTION_CLOSE = "close"
 
-#: the kinds, by category, of a load on the arm (a weight, a hand): it acts in free space
-#: as in contact (an actuation change shows in contact as the joints' own residual)
-CARRIED_OUT_OF_CONTACT = {"dynamics": ("payload",), "human": ("push", "hold")}
-#: what an unauthored cause of each kind is read as before its own evidence is in
-UNAUTHORED_FIRST_READ_AS = {"obstacle": "human", "joint_stall": "dynamics"}
+class Handover(NamedTuple):
+    """An event of ``source`` that an opening event of ``target``/``kind`` takes over (see
+    ``EventTracker.carry_over``): what the target's cause was read as at first."""
 
+    source: str
+    target: str
+    kind: str
+    out_of_contact: bool  # only where the sim's tool touches nothing
+    capped: bool  # only a source event of at most unauthored_handover_max_s
+    evidence_key: str
+
+
+#: A changed contact ends when the tool leaves it: a residual that goes on out of contact
+#: as a load on the arm (a weight, a hand) was the load's. (An actuation change shows in
+#: contact as the joints' own residual, which the contact rule gives to dynamics already.)
+#: An obstacle met with a link loads the arm like a hand until it has carried the tool off
+#: its path; a stalling joint follows less of its command (a lower gain) until it stops.
+HANDOVERS: tuple[Handover, ...] = (
+    Handover("contact", "dynamics", "payload", True, False, "went_on_out_of_contact_as"),
+    Handover("contact", "human", "push", True, False, "went_on_out_of_contact_as"),
+    Handover("contact", "human", "hold", True, False, "went_on_out_of_contact_as"),
+    Handover("human", "unauthored", "obstacle", False, True, "went_on_as"),
+    Handover("dynamics", "unauthored", "joint_stall", False, True, "went_on_as"),
+)
 
 @dataclass
 class EventConfig:
@@ -39,7 +58,7 @@ class EventConfig:
             blip as a contact ends takes nothing over).
         unauthored_handover_max_s: a human (dynamics) event at most this long goes to an
             obstacle (a stall) whose event begins as it stops (see
-            ``EventTracker.carry_into_unauthored``).
+            ``HANDOVERS``).
     """
 
     min_duration_s: float = 0.2
@@ -243,30 +262,17 @@ class EventTracker:
         src.handover = _Handover(target, dst.event_id, dict(evidence))
         return True
 
-    def carry_out_of_contact(self, records: list[EventRecord]) -> None:
-        """A contact event goes to a load on the arm (a payload, a hand) whose event opens
-        now, out of contact, as the contact event's residual stops, if the load goes on
-        (see ``hand_over``): a changed contact ends when the tool leaves it, so a residual
-        that goes on was the load's (a weight or a hand met while the tool pressed on a
-        surface). Call only at rows out of contact, with the records of the row."""
+    def carry_over(self, records: list[EventRecord], out_of_contact: bool) -> None:
+        """Propose the ``HANDOVERS`` that the events opening in ``records`` (one row's)
+        take over; ``out_of_contact``: the sim's tool touches nothing at the row."""
         for record in records:
-            if record.action == ACTION_OPEN and record.kind in CARRIED_OUT_OF_CONTACT.get(record.category, ()):
-                self.hand_over("contact", record.category, {"went_on_out_of_contact_as": record.id})
-
-    def carry_into_unauthored(self, records: list[EventRecord]) -> None:
-        """A short human or dynamics event goes to the unauthored cause whose event opens
-        now, as its residual stops, if that cause goes on (see ``hand_over``): an obstacle
-        met with a link loads the arm like a hand until it has carried the tool off its
-        path, and a joint stalling follows less of its command (a lower gain) until it has
-        stopped, so a human event before an obstacle or a dynamics event before a stall,
-        of at most ``unauthored_handover_max_s``, was the unauthored cause's. Call with the
-        records of a row."""
-        for record in records:
-            if record.action == ACTION_OPEN and record.category == "unauthored":
-                source = UNAUTHORED_FIRST_READ_AS.get(record.kind)
-                if source:
-                    self.hand_over(source, "unauthored", {"went_on_as": record.id},
-                                   self.config.unauthored_handover_max_s)
+            if record.action != ACTION_OPEN:
+                continue
+            for rule in HANDOVERS:
+                if ((rule.target, rule.kind) == (record.category, record.kind)
+                        and (out_of_contact or not rule.out_of_contact)):
+                    max_s = self.config.unauthored_handover_max_s if rule.capped else float("inf")
+                    self.hand_over(rule.source, rule.target, {rule.evidence_key: record.id}, max_s)
 
     def finish(self) -> list[EventRecord]:
         """Close every open event (end of run); returns the close records."""

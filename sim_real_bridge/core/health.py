@@ -152,6 +152,11 @@ class StreamFlags:
         return {}
 
 
+def _lost_share(stats: np.ndarray) -> np.ndarray:
+    """The lost-share column of ``stats_at`` rows (0 where unknown)."""
+    return np.nan_to_num(stats[:, 7])
+
+
 def _jitter_limit(cfg: FeatureConfig, period_s: np.ndarray, quietest_mad_s: np.ndarray) -> np.ndarray:
     """The stamp-interval MAD beyond which a stream jitters (see the module docstring)."""
     return np.maximum(np.minimum(cfg.jitter_mad_ratio * period_s, cfg.jitter_min_s),
@@ -465,11 +470,11 @@ class StreamHealth:
     def lost_share(self, decision_ns: np.ndarray) -> np.ndarray:
         """(K,) share of the expected samples missing from the last ``loss_window`` stamp
         intervals at the stream's own period (0 where the intervals are not whole periods)."""
-        return np.nan_to_num(self.stats_at(decision_ns)[:, 7])
+        return _lost_share(self.stats_at(decision_ns))
 
     def _sample_loss(self, stats: np.ndarray, decision_ns: np.ndarray, twin: StreamHealth | None,
                      out: StreamFlags) -> None:
-        share = np.nan_to_num(stats[:, 7])
+        share = _lost_share(stats)
         active = share >= self.config.loss_share
         if twin is not None and active.any():
             active &= twin.lost_share(decision_ns) < self.config.loss_share

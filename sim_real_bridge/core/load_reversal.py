@@ -31,14 +31,15 @@ class LoadReversal:
     reversed: bool = False
     idle_s: float = 0.0
 
-    def update(self, effort_res: np.ndarray, human_active: bool, dt_s: float, cfg: AttributionConfig) -> None:
-        """Advance by one row of ``dt_s``: the row's effort residuals (real minus sim, per
-        joint) and whether the human category is active at it."""
-        if not human_active:
-            self.idle_s += dt_s
-            if self.idle_s + dt_s / 2 >= cfg.hold_reset_s:
-                self.reference, self.reference_s, self.against_s, self.reversed = None, 0.0, 0.0, False
-            return
+    def idle(self, dt_s: float, cfg: AttributionConfig) -> None:
+        """Advance by one row of ``dt_s`` at which the human category is not active."""
+        self.idle_s += dt_s
+        if self.idle_s + dt_s / 2 >= cfg.hold_reset_s:  # (times are sums of row steps)
+            self.reference, self.reference_s, self.against_s, self.reversed = None, 0.0, 0.0, False
+
+    def add(self, effort_res: np.ndarray, dt_s: float, cfg: AttributionConfig) -> None:
+        """Advance by one row of ``dt_s`` at which the human category is active, with the
+        row's effort residuals (real minus sim, per joint)."""
         self.idle_s = 0.0
         if not np.isfinite(effort_res).all():
             return

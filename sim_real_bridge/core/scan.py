@@ -524,8 +524,10 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         load_reversed=state.load_reversal.reversed,
     )
     verdict = attribute(features, attribution)
-    state.load_reversal.update(grid.real_effort[k] - grid.sim_effort[k], "human" in verdict.active, cfg.dt_s,
-                               attribution)
+    if "human" in verdict.active:
+        state.load_reversal.add(grid.real_effort[k] - grid.sim_effort[k], cfg.dt_s, attribution)
+    else:
+        state.load_reversal.idle(cfg.dt_s, attribution)
     for category, (_, kind, _) in verdict.active.items():
         if (category == "unauthored" and verdict.tail) or category == verdict.kept:
             continue  # a tail is measured from the last direct evidence: it never extends itself
