@@ -12,12 +12,14 @@ CATS = ("dynamics", "contact", "sensor", "human", "unauthored")
 S = 1_000_000_000
 
 
-def test_residual_energy() -> None:
-    assert residual_energy(np.array([0.01, -0.01]), 2.0, q_scale_rad=0.01, force_scale_n=2.0) == pytest.approx(2.0)
-    assert residual_energy(np.array([np.nan, 0.02]), float("nan"), 0.01, 2.0) == pytest.approx(4.0)
-    assert residual_energy(np.zeros(0), 4.0, 0.01, 2.0) == pytest.approx(4.0)
+def test_residual_energy_per_row() -> None:
+    q = np.array([[0.01, -0.01], [np.nan, 0.02], [np.nan, np.nan]])
+    energy = residual_energy(q, np.array([2.0, np.nan, 4.0]), q_scale_rad=0.01, force_scale_n=2.0)
+    # (1 + 1) / 2 + 1; the known joint alone, no force; no joint known, the force alone.
+    np.testing.assert_allclose(energy, [2.0, 4.0, 4.0])
+    assert residual_energy(np.zeros((1, 0)), np.array([4.0]), 0.01, 2.0).tolist() == [4.0]
     with pytest.raises(ConfigError, match="scales must be > 0"):
-        residual_energy(np.zeros(2), 0.0, q_scale_rad=0.0)
+        residual_energy(np.zeros((1, 2)), np.zeros(1), q_scale_rad=0.0)
 
 
 def test_shares_over_run_and_window() -> None:

@@ -104,23 +104,39 @@ def test_what_had_arrived_by_now_gives_the_ready_times_the_whole_recording_gives
     np.testing.assert_array_equal(so_far[due], whole[due])
 
 
+def _resume_a_horizon_before(now_ns: int) -> int:
+    return now_ns - HORIZON_NS
+
+
 def test_each_grid_time_is_decided_at_the_first_tick_after_it_is_ready() -> None:
     t = np.array([0, 20, 40, 60, 80]) * MS
     ready = np.array([5, 35, 33, 100, 101]) * MS
     ticks = np.arange(0, 110, 20) * MS
-    decision, skipped = decision_times(t, ready, ticks, BACKLOG_NS)
+    plan = decision_times(t, ready, ticks, BACKLOG_NS, np.ones(len(ticks), bool), _resume_a_horizon_before)
     # In order: the third is ready first but goes with the second; the last tick is at 100 ms.
-    assert decision[:4].tolist() == [20 * MS, 40 * MS, 40 * MS, 100 * MS]
-    assert decision[4] == NEVER_NS and not skipped.any()
+    assert plan.decision_ns[:4].tolist() == [20 * MS, 40 * MS, 40 * MS, 100 * MS]
+    assert plan.decision_ns[4] == NEVER_NS and not plan.skipped.any()
+    assert plan.gaps == [] and plan.resume_ns == 0
 
 
-def test_grid_times_decided_beyond_the_backlog_are_skipped() -> None:
+def test_a_backlog_older_than_allowed_is_dropped_up_to_the_resume_time() -> None:
     t = np.array([0, 1, 2, 5]) * S
     ready = t + 10 * MS
-    ticks = np.array([4 * S, 6 * S])  # the node did not tick for 4 s
-    decision, skipped = decision_times(t, ready, ticks, BACKLOG_NS)
-    assert decision.tolist() == [4 * S, 4 * S, 4 * S, 6 * S]
-    assert skipped.tolist() == [True, False, False, False]
+    ticks = np.array([4 * S, 6 * S])  # the node did not tick for 4 s while data came in
+    plan = decision_times(t, ready, ticks, BACKLOG_NS, np.ones(len(ticks), bool), _resume_a_horizon_before)
+    # At 4 s the oldest is 4 s old: everything before 4 s - horizon goes as one gap.
+    assert plan.skipped.tolist() == [True, True, True, False]
+    assert plan.decision_ns.tolist() == [4 * S, 4 * S, 4 * S, 6 * S]
+    assert plan.gaps == [(0, 2 * S)] and plan.resume_ns == 4 * S - HORIZON_NS
+
+
+def test_a_backlog_is_kept_while_nothing_comes_in() -> None:
+    t = np.array([0, 1, 2, 5]) * S
+    ready = t + 10 * MS
+    ticks = np.array([4 * S, 6 * S])
+    plan = decision_times(t, ready, ticks, BACKLOG_NS, np.zeros(len(ticks), bool), _resume_a_horizon_before)
+    assert not plan.skipped.any() and plan.gaps == []
+    assert plan.decision_ns.tolist() == [4 * S, 4 * S, 4 * S, 6 * S]
 
 
 def test_a_silence_still_open_is_a_stall_once_it_outlasts_the_patience() -> None:

@@ -33,7 +33,7 @@ from sim_real_bridge.core.config import EngineConfig, config_to_dict
 from sim_real_bridge.core.events import ACTION_CLOSE, ACTION_OPEN, EventRecord, EventTracker
 from sim_real_bridge.core.inputs import SIDES, STREAMS, StreamInputs
 from sim_real_bridge.core.lag import BEHIND_S, LagMeter
-from sim_real_bridge.core.ledger import ResidualLedger
+from sim_real_bridge.core.ledger import ResidualLedger, residual_energy
 from sim_real_bridge.core.outputs import (
     ContactColumns,
     EngineOutput,
@@ -50,7 +50,7 @@ from sim_real_bridge.core.read_stage import (
     read_health,
     read_joints,
 )
-from sim_real_bridge.core.schedule import NEVER_NS, ready_times
+from sim_real_bridge.core.schedule import NEVER_NS, decision_times, ready_times, receiving
 from sim_real_bridge.core.statistics import RunStatistics
 
 TRIM_EVERY_NS = 1_000_000_000
@@ -225,7 +225,8 @@ class DivergenceEngine:
         """Grid times due at now_ns: their joints go to the sink, the rest waits for the batch."""
         backlog_ns = int(self.config.max_backlog_s * 1e9)
         if (self.next_grid_ns is not None and self.next_grid_ns < now_ns - backlog_ns
-                and self._receiving(np.array([now_ns], dtype=np.int64))[0]):
+                and receiving(np.array([now_ns], dtype=np.int64), self.inputs.waited_streams(),
+                              int(self.config.horizon_s * 1e9))[0]):
             # Further behind than the backlog allows while data comes in: newest data first.
             # The backlog is dropped as one counted gap; the analysis resumes a horizon before now.
             resume = max(self._resume_after_jump(now_ns), self.next_grid_ns + self.dt_ns)
@@ -257,18 +258,6 @@ class DivergenceEngine:
         first one whose horizon is still open (an older one would be judged by the stall
         rule on buffers that still lack what queued up meanwhile)."""
         return self._next_after(now_ns - int(self.config.horizon_s * 1e9))
-
-    def _receiving(self, ticks_ns: np.ndarray) -> np.ndarray:
-        """(K,) whether any waited stream received a row within a horizon before each tick
-        (a backlog is only dropped while data comes in: silent streams leave nothing behind)."""
-        horizon_ns = int(self.config.horizon_s * 1e9)
-        out = np.zeros(len(ticks_ns), dtype=bool)
-        for buffer, _ in self.inputs.waited_streams():
-            arrivals = buffer.arrivals_ns
-            if len(arrivals):
-                before = np.searchsorted(arrivals, ticks_ns, side="right") - 1
-                out |= (before >= 0) & (arrivals[np.maximum(before, 0)] > ticks_ns - horizon_ns)
-        return out
 
     def lag_ns(self, now_ns: int) -> int | None:
         """Now minus the newest grid time analysed (None before the first)."""
@@ -338,55 +327,20 @@ class DivergenceEngine:
         if candidates is None or not len(candidates):
             return none
         ready = ready_times(candidates, self.inputs.waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
-        decision, skipped, resume = self._decide_with_jumps(candidates, np.maximum(ready, paired_ns), ticks)
+        arriving = receiving(ticks, self.inputs.waited_streams(), int(self.config.horizon_s * 1e9))
+        plan = decision_times(candidates, np.maximum(ready, paired_ns), ticks, backlog_ns, arriving,
+                              self._resume_after_jump)
+        self.gaps += plan.gaps
+        decision, skipped = plan.decision_ns, plan.skipped
         decided = decision != NEVER_NS
         self.skipped_count += int(skipped.sum())
         rows = np.flatnonzero(decided & ~skipped)
         undecided = np.flatnonzero(~decided & ~skipped)
         self.next_grid_ns = int(candidates[undecided[0]]) if undecided.size else max(
-            int(candidates[-1]) + self.dt_ns, resume)
+            int(candidates[-1]) + self.dt_ns, plan.resume_ns)
         if rows.size:
             self.segments.append((int(candidates[rows[0]]), int(candidates[rows[-1]])))
         return candidates, decision, rows
-
-    def _decide_with_jumps(self, candidates: np.ndarray, ready_ns: np.ndarray, ticks: np.ndarray
-                           ) -> tuple[np.ndarray, np.ndarray, int]:
-        """Replay of the live rules: each grid time is decided at the first tick it is
-        ready, in order; at a tick where the next grid time is older than max_backlog_s
-        and data comes in, the backlog is dropped up to :meth:`_resume_after_jump` (one
-        pass per jump).
-
-        Returns:
-            (decision (K,), NEVER_NS where no tick decided it; skipped (K,): dropped;
-            the grid time after the last jump, or 0).
-        """
-        backlog_ns = int(self.config.max_backlog_s * 1e9)
-        at = np.searchsorted(ticks, ready_ns, side="left")
-        first_ready_tick = np.where(at < len(ticks), ticks[np.minimum(at, len(ticks) - 1)], NEVER_NS)
-        decision = np.full(len(candidates), NEVER_NS, dtype=np.int64)
-        skipped = np.zeros(len(candidates), dtype=bool)
-        start, floor, resume = 0, int(ticks[0]), 0
-        receiving = self._receiving(ticks)
-        while start < len(candidates):
-            part = np.maximum.accumulate(np.maximum(first_ready_tick[start:], floor))
-            decision[start:] = part
-            later, later_receiving = ticks[ticks >= floor], receiving[ticks >= floor]
-            # At each tick, the next grid time is the first not decided before it.
-            pending = np.searchsorted(part, later, side="left")
-            next_t = np.where(pending < len(part), candidates[start + np.minimum(pending, len(part) - 1)],
-                              NEVER_NS)
-            late = np.flatnonzero((next_t < later - backlog_ns) & later_receiving)
-            if not late.size:
-                break
-            floor = int(later[late[0]])
-            resume = self._resume_after_jump(floor)
-            first = start + int(pending[late[0]])
-            end = max(first + 1, int(np.searchsorted(candidates, resume, side="left")))
-            skipped[first:end] = True
-            decision[first:end] = floor
-            self.gaps.append((int(candidates[first]), int(candidates[end - 1])))
-            start = end
-        return decision, skipped, resume
 
     def finish(self, now_ns: int | None = None) -> EngineOutput:
         """End of run: analyse what is due at now_ns (if given) and close every open event."""
@@ -482,15 +436,9 @@ class DivergenceEngine:
 
     def _events_and_ledger(self, grid: Grid, rows: scan.ScanRows, out: EngineOutput) -> None:
         """Debounce the verdicts into events; book each row's residual energy in the ledger."""
-        cfg = self.config
-        # Mean over the joints of (residual / scale)^2, where joints are known.
-        q = grid.q_res_rad / cfg.ledger_q_scale_rad
-        known = np.isfinite(q)
-        count = known.sum(axis=1)
-        joint_energy = np.where(grid.joints_valid & (count > 0),
-                                np.where(known, q * q, 0.0).sum(axis=1) / np.maximum(count, 1), 0.0)
-        force = np.where(grid.wrench_valid, np.linalg.norm(grid.force_res_n, axis=1) / cfg.ledger_force_scale_n, 0.0)
-        energy = (joint_energy + np.nan_to_num(force * force)).tolist()
+        energy = residual_energy(np.where(grid.joints_valid[:, None], grid.q_res_rad, np.nan),
+                                 np.where(grid.wrench_valid, np.linalg.norm(grid.force_res_n, axis=1), np.nan),
+                                 self.config.ledger_q_scale_rad, self.config.ledger_force_scale_n).tolist()
         for k, (t, decision, verdict) in enumerate(zip(grid.t_ns.tolist(), grid.decision_ns.tolist(), rows.verdicts,
                                                         strict=True)):
             records = self._events.update(t, verdict.active)

@@ -31,19 +31,25 @@ class CategoryShareRecord:
 
 def residual_energy(
     q_residual_rad: np.ndarray,
-    force_residual_n: float,
+    force_residual_n: np.ndarray,
     q_scale_rad: float = 0.01,
     force_scale_n: float = 2.0,
-) -> float:
-    """Normalized residual energy of one tick: mean (q/q_scale)^2 + (F/F_scale)^2, NaN-safe."""
+) -> np.ndarray:
+    """Normalized residual energy of each row: the mean over its known joints of
+    (q / q_scale)^2, plus (F / F_scale)^2; a NaN joint or force is unknown (adds nothing).
+
+    Args:
+        q_residual_rad: (K, J) joint position residuals.
+        force_residual_n: (K,) force residual norms.
+    """
     if q_scale_rad <= 0 or force_scale_n <= 0:
         raise ConfigError(f"scales must be > 0, got q_scale_rad={q_scale_rad}, force_scale_n={force_scale_n}")
-    q = np.asarray(q_residual_rad, dtype=float)
-    q = q[np.isfinite(q)]
-    energy = float(np.mean((q / q_scale_rad) ** 2)) if q.size else 0.0
-    if np.isfinite(force_residual_n):
-        energy += float((force_residual_n / force_scale_n) ** 2)
-    return energy
+    q = np.asarray(q_residual_rad, dtype=float) / q_scale_rad
+    known = np.isfinite(q)
+    count = known.sum(axis=1)
+    energy = np.where(known, q * q, 0.0).sum(axis=1) / np.maximum(count, 1)
+    force = np.asarray(force_residual_n, dtype=float) / force_scale_n
+    return energy + np.where(np.isfinite(force), force * force, 0.0)
 
 
 class ResidualLedger:

@@ -14,7 +14,8 @@ each grid time become due?" with the whole recording in memory, get the same ans
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -80,16 +81,72 @@ def ready_times(t_ns: np.ndarray, streams: Sequence[tuple[StreamBuffer, StreamHe
     return np.minimum(ready, t_ns + backlog_ns)
 
 
-def decision_times(t_ns: np.ndarray, ready_ns: np.ndarray, ticks_ns: np.ndarray, backlog_ns: int
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """When the monitor, ticking at ticks_ns, analyses each grid time; grid times go in order.
+def receiving(ticks_ns: np.ndarray, streams: Sequence[tuple[StreamBuffer, StreamHealth]], horizon_ns: int
+              ) -> np.ndarray:
+    """(T,) whether any of the streams received a row within ``horizon_ns`` before each
+    tick (a backlog is only dropped while data comes in: silent streams leave nothing behind)."""
+    out = np.zeros(len(ticks_ns), dtype=bool)
+    for buffer, _ in streams:
+        arrivals = buffer.arrivals_ns
+        if len(arrivals):
+            before = np.searchsorted(arrivals, ticks_ns, side="right") - 1
+            out |= (before >= 0) & (arrivals[np.maximum(before, 0)] > ticks_ns - horizon_ns)
+    return out
 
-    Returns:
-        (decision (K,): the tick that analysed it, NEVER_NS when no tick did;
-         skipped (K,): dropped because the tick came more than backlog_ns after it).
+
+@dataclass
+class Decisions:
+    """When the monitor analysed each grid time (see :func:`decision_times`).
+
+    Attributes:
+        decision_ns: (K,) the tick that analysed it, NEVER_NS when no tick did.
+        skipped: (K,) dropped with a backlog.
+        resume_ns: the grid time the analysis resumed at after the last drop, or 0.
+        gaps: (first, last) grid time of each backlog dropped.
+    """
+
+    decision_ns: np.ndarray
+    skipped: np.ndarray
+    resume_ns: int = 0
+    gaps: list[tuple[int, int]] = field(default_factory=list)
+
+
+def decision_times(t_ns: np.ndarray, ready_ns: np.ndarray, ticks_ns: np.ndarray, backlog_ns: int,
+                   receiving: np.ndarray, resume_after: Callable[[int], int]) -> Decisions:
+    """When the monitor, ticking at ticks_ns, analyses each grid time: the live rules replayed.
+
+    Grid times go in order, each at the first tick it is ready. At a tick where the next
+    grid time is older than ``backlog_ns`` and data comes in (``receiving``, per tick), the
+    backlog is dropped up to ``resume_after(tick)`` (one pass per drop).
+
+    Args:
+        t_ns: (K,) grid times, increasing.
+        ready_ns: (K,) when each became due (:func:`ready_times`).
+        ticks_ns: (T,) the monitor's ticks, increasing.
+        backlog_ns: the most a grid time may wait.
+        receiving: (T,) whether data came in around each tick.
+        resume_after: the grid time the analysis resumes at after dropping at a tick.
     """
     at = np.searchsorted(ticks_ns, ready_ns, side="left")
-    decision = np.where(at < len(ticks_ns), ticks_ns[np.minimum(at, len(ticks_ns) - 1)], NEVER_NS)
-    decision = np.maximum.accumulate(decision) if len(decision) else decision
-    skipped = (decision != NEVER_NS) & (t_ns < decision - backlog_ns)
-    return decision, skipped
+    first_ready_tick = np.where(at < len(ticks_ns), ticks_ns[np.minimum(at, len(ticks_ns) - 1)], NEVER_NS)
+    out = Decisions(np.full(len(t_ns), NEVER_NS, dtype=np.int64), np.zeros(len(t_ns), dtype=bool))
+    start, floor = 0, int(ticks_ns[0])
+    while start < len(t_ns):
+        part = np.maximum.accumulate(np.maximum(first_ready_tick[start:], floor))
+        out.decision_ns[start:] = part
+        later, later_receiving = ticks_ns[ticks_ns >= floor], receiving[ticks_ns >= floor]
+        # At each tick, the next grid time is the first not decided before it.
+        pending = np.searchsorted(part, later, side="left")
+        next_t = np.where(pending < len(part), t_ns[start + np.minimum(pending, len(part) - 1)], NEVER_NS)
+        late = np.flatnonzero((next_t < later - backlog_ns) & later_receiving)
+        if not late.size:
+            break
+        floor = int(later[late[0]])
+        out.resume_ns = resume_after(floor)
+        first = start + int(pending[late[0]])
+        end = max(first + 1, int(np.searchsorted(t_ns, out.resume_ns, side="left")))
+        out.skipped[first:end] = True
+        out.decision_ns[first:end] = floor
+        out.gaps.append((int(t_ns[first]), int(t_ns[end - 1])))
+        start = end
+    return out
