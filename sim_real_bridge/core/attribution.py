@@ -55,8 +55,8 @@ bench/attribution_eval.py):
   ``hold`` that does not stop the arm (a 3 kN/m hand against a stiffer position loop) is
   labelled ``push``.
 - an obstacle touching only links (the wrist feels nothing) is a load like a push on a
-  link until it has pushed the tool ``obstacle_link_ee_error_m`` off its path: a lighter
-  touch is ``human``. The brief link contact before an obstacle reaches the tool is
+  link, or at the tool like a hand's, until it has pushed the tool ``obstacle_ee_error_m``
+  off its path: a lighter touch is ``human``. The brief link contact before an obstacle reaches the tool is
   absorbed by the human min-duration and the unauthored tail.
 - in a push, the box's friction on the table and its mass give the same force (mu m g):
   a friction change during a push is reported as ``object_mass``.
@@ -228,16 +228,16 @@ def _wrist(f: TickFeatures, cfg: AttributionConfig) -> _Wrist:
 
 def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
     """An external force: obstacle, sensor bias, contact, payload or an agent (first that holds)."""
-    ee_needed = cfg.obstacle_vertical_ee_error_m if w.vertical else cfg.obstacle_ee_error_m
     if (f.wrench_valid and w.felt and w.ext_n >= cfg.human_force_n and math.isfinite(f.ee_error_m)
-            and f.ee_error_m >= ee_needed and f.load_dragged is False):
+            and f.ee_error_m >= cfg.obstacle_ee_error_m and f.load_dragged is False):
         # unmodelled obstacle: the tool is pushed off its path by a force the sim lacks
         # (and stops against it; a tool that moves on against the force drags a hand)
         cos = 0.0
         speed_sim = _norm(f.sim_tip_velocity_m_s)
         if speed_sim > 1e-6 and w.ext_n > 1e-9:
             cos = float(np.dot(w.ext, -np.asarray(f.sim_tip_velocity_m_s)) / (w.ext_n * speed_sim))
-        scores.put("unauthored", max(_ramp(w.ext_n, cfg.human_force_n), _ramp(f.ee_error_m, ee_needed)), "obstacle",
+        score = max(_ramp(w.ext_n, cfg.human_force_n), _ramp(f.ee_error_m, cfg.obstacle_ee_error_m))
+        scores.put("unauthored", score, "obstacle",
                    {**_common_evidence(f, w.ext_n), "force_vs_motion_cos": f"{cos:.2f}"})
     elif f.wrench_valid and not w.felt and f.joints_valid and w.ext_n >= (
             cfg.ft_unfelt_force_n if w.free else cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n
@@ -251,10 +251,10 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
         _contact_rule(f, cfg, w, scores)
     elif not w.free and not f.wrench_valid:
         _contact_without_wrench(f, cfg, scores)
-    elif _blocked_off_path(f, cfg):
+    elif _blocked_off_path(f, cfg) and not (f.wrench_valid and w.ext_n >= cfg.human_force_n):
         # pushed off its path further than a hand moves a position-held arm, by what the
         # wrist does not feel: something rigid the arm ran into with a link
-        scores.put("unauthored", _ramp(f.ee_error_m, cfg.obstacle_link_ee_error_m), "obstacle",
+        scores.put("unauthored", _ramp(f.ee_error_m, cfg.obstacle_ee_error_m), "obstacle",
                    {**_common_evidence(f, w.ext_n), "on_link": "true"})
     elif w.loaded and not _lags(f.fit, cfg):
         # (a load the fit explains as a delay moves with the arm's speed: the actuation's)
@@ -277,10 +277,10 @@ def _weight_past_table(f: TickFeatures, cfg: AttributionConfig, w: _Wrist) -> bo
 
 
 def _blocked_off_path(f: TickFeatures, cfg: AttributionConfig) -> bool:
-    """A loaded arm whose tool is ``obstacle_link_ee_error_m`` off its path, no joint
+    """A loaded arm whose tool is ``obstacle_ee_error_m`` off its path, no joint
     stalled (a stalled joint also carries the tool off its path: that is the stall)."""
     return (f.joints_valid and not f.stalled_joints and f.effort_residual >= cfg.effort_residual_nm
-            and math.isfinite(f.ee_error_m) and f.ee_error_m >= cfg.obstacle_link_ee_error_m)
+            and math.isfinite(f.ee_error_m) and f.ee_error_m >= cfg.obstacle_ee_error_m)
 
 
 def _agent(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:

@@ -107,16 +107,13 @@ class AttributionConfig:
             the sag is at least this straight down (cos to -z; the sag's direction turns
             with the arm's pose: its stiffness differs by direction).
         payload_kept_s: how recently (a few analysis ticks) that payload was found.
-        obstacle_ee_error_m: tool position error that, with a felt wrist force, is an
-            obstacle.
-        obstacle_vertical_ee_error_m: the same for a vertical felt force (``payload_vertical_cos``):
-            a payload's weight sags the tool by millimetres, more while it moves, so a
-            vertical load is an obstacle only once it displaces the tool this far.
-        obstacle_link_ee_error_m: in free space, a loaded arm (effort residual beyond
-            ``effort_residual_nm``) whose tool is this far off its path with no joint
-            stalled ran into something rigid, with a link if the wrist feels nothing: a
-            hand pushing or holding a position-held arm moves its tool less (a stiffer
-            loop than a person's pull; on a compliant arm a hand could move it further).
+        obstacle_ee_error_m: a loaded arm (a felt wrist force of ``human_force_n``, or in
+            free space an effort residual beyond ``effort_residual_nm``) whose tool is this
+            far off its path, no joint stalled, ran into something rigid: a hand pushing
+            or holding a position-held arm moves its tool less (a stiffer loop than a
+            person's pull; on a compliant arm a hand could move it further). An obstacle
+            keeps carrying the tool off as the sim moves on through it (7-46 cm in the
+            development seeds), a hand at the tool moved it 1-5 cm.
         blocked_speed_ratio: real tip speed below this fraction of the sim's = blocked.
         hold_reference_s: a person's load starts in the direction (over the joints) of
             its effort residuals' mean over this long (see ``core/load_reversal.py``).
@@ -196,9 +193,7 @@ class AttributionConfig:
     payload_sag_cos: float = 0.7
     payload_kept_sag_cos: float = 0.5
     payload_kept_s: float = 0.25
-    obstacle_ee_error_m: float = 0.012
-    obstacle_vertical_ee_error_m: float = 0.036
-    obstacle_link_ee_error_m: float = 0.04
+    obstacle_ee_error_m: float = 0.04
     blocked_speed_ratio: float = 0.3
     hold_reference_s: float = 0.2
     hold_against_cos: float = 0.3
