@@ -23,7 +23,9 @@ whose residual goes on out of contact), a hand holding an arm that drags it alon
 (read as a push: the pull turns round as the arm passes where it was held), and an
 obstacle met with a link (read as a push until it carried the tool off its path: the
 short human event now goes to the obstacle that takes over from it; a stalling joint's
-first moments, read as a gain, go to the stall the same way).
+first moments, read as a gain, go to the stall the same way), and a hand holding the
+tool (read as an obstacle once it held the tool 12 mm off its path: a hand moves a
+position-held tool by 1-5 cm, an obstacle carries it 7 cm and more).
 
 Still wrong, and so not here (as run on 2026-12-07, after the contact handover): an obstacle in a push task (seed
 243: found 1.1 s late), a payload during a wipe without a wrench sensor (seed 593: found
@@ -83,6 +85,7 @@ CASES = [
          ("dynamics", "contact", "unauthored")),
     Case("an obstacle that loads the arm like a hand before it carries the tool off", 458, 47.0, "unauthored",
          "obstacle", ("human",)),
+    Case("a hand holding the tool 1-2 cm off its path", 565, 42.0, "human", "hold", ("unauthored",)),
 ]
 
 
