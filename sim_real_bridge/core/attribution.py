@@ -22,9 +22,9 @@ is active when its score reaches ``active_score``. The rules, in priority order:
 3. human / unauthored-obstacle: the real sensor feels an external wrench (or the joints
    an external effort) while the sim sees no contact. The arm pushed *away* (the real
    tip moves while the residual grows) is ``human/push``; the arm *blocked* while the
-   sim moves through is ``human/hold``, or ``unauthored/obstacle`` when the force is
-   unilateral along the sim's direction of travel (a surface), see obstacle rule below;
-   or when it carries the tool further off its path than a hand could (a link hit it).
+   sim moves through is ``human/hold``; either is ``unauthored/obstacle`` once it has
+   carried the tool further off its path than a hand moves a position-held arm
+   (``obstacle_ee_error_m``), unless the real tool drags a felt load along (a hand).
 4. unauthored: a stalled joint (real velocity ~0 while the sim joint moves, no external
    wrench, the joints fallen behind their twins by ``dynamics_residual_rad``), or an
    object pose divergence growing with no tool at the object (a contact elsewhere, as
@@ -54,10 +54,10 @@ bench/attribution_eval.py):
   gain change on one moving joint alone can be labelled ``actuation_latency``; a hand
   ``hold`` that does not stop the arm (a 3 kN/m hand against a stiffer position loop) is
   labelled ``push``.
-- an obstacle touching only links (the wrist feels nothing) is a load like a push on a
-  link, or at the tool like a hand's, until it has pushed the tool ``obstacle_ee_error_m``
-  off its path: a lighter touch is ``human``. The brief link contact before an obstacle reaches the tool is
-  absorbed by the human min-duration and the unauthored tail.
+- an obstacle is a load like a hand's (on a link, or at the tool) until it has pushed
+  the tool ``obstacle_ee_error_m`` off its path: a lighter touch is ``human``. The brief
+  contact before an obstacle carries the tool that far is absorbed by the human
+  min-duration and the unauthored tail.
 - in a push, the box's friction on the table and its mass give the same force (mu m g):
   a friction change during a push is reported as ``object_mass``.
 - contact gaps show only in contact, obstacles only when reached: the stand-in's truth
@@ -253,7 +253,8 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
         _contact_without_wrench(f, cfg, scores)
     elif _blocked_off_path(f, cfg) and not (f.wrench_valid and w.ext_n >= cfg.human_force_n):
         # pushed off its path further than a hand moves a position-held arm, by what the
-        # wrist does not feel: something rigid the arm ran into with a link
+        # wrist does not feel (a felt load the tool drags along is a hand): something
+        # rigid the arm ran into with a link
         scores.put("unauthored", _ramp(f.ee_error_m, cfg.obstacle_ee_error_m), "obstacle",
                    {**_common_evidence(f, w.ext_n), "on_link": "true"})
     elif w.loaded and not _lags(f.fit, cfg):
