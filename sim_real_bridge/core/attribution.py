@@ -142,6 +142,7 @@ class _Wrist:
     ext: np.ndarray  # the real minus sim wrist force (N)
     ext_n: float  # its norm, 0 where not finite
     felt: bool  # the joints carry it (J^T F): a real force, not a sensor artefact
+    hand_sized: bool  # the wrist reads at least human_force_n
     loaded: bool  # a stiff external load on the joints
     stiffness: float  # effort residual over joint residual (N m/rad)
     free: bool  # the sim is not (and was not just) in contact
@@ -222,13 +223,14 @@ def _wrist(f: TickFeatures, cfg: AttributionConfig) -> _Wrist:
     return _Wrist(
         ext=ext, ext_n=ext_n, stiffness=stiffness, free=not f.sim_contact_recent,
         felt=f.joints_valid and effort >= max(cfg.felt_min_nm, cfg.felt_lever_m * ext_n),
+        hand_sized=f.wrench_valid and ext_n >= cfg.human_force_n,
         loaded=f.joints_valid and effort >= cfg.effort_residual_nm and stiffness >= cfg.external_stiffness_nm_per_rad,
         vertical=vertical, weight=vertical and ext[2] > 0 and not f.ee_offset_m[2] > 0)
 
 
 def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
     """An external force: obstacle, sensor bias, contact, payload or an agent (first that holds)."""
-    if (f.wrench_valid and w.felt and w.ext_n >= cfg.human_force_n and math.isfinite(f.ee_error_m)
+    if (w.hand_sized and w.felt and math.isfinite(f.ee_error_m)
             and f.ee_error_m >= cfg.obstacle_ee_error_m and f.load_dragged is False):
         # unmodelled obstacle: the tool is pushed off its path by a force the sim lacks
         # (and stops against it; a tool that moves on against the force drags a hand)
@@ -251,7 +253,7 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
         _contact_rule(f, cfg, w, scores)
     elif not w.free and not f.wrench_valid:
         _contact_without_wrench(f, cfg, scores)
-    elif _blocked_off_path(f, cfg) and not (f.wrench_valid and w.ext_n >= cfg.human_force_n):
+    elif _blocked_off_path(f, cfg) and not w.hand_sized:
         # pushed off its path further than a hand moves a position-held arm, by what the
         # wrist does not feel (a felt load the tool drags along is a hand): something
         # rigid the arm ran into with a link

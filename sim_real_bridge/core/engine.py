@@ -75,6 +75,7 @@ class DivergenceEngine:
         self.config = cfg = config or EngineConfig()
         cfg.validate()
         self.dt_ns = int(round(1e9 / cfg.analysis_rate_hz))
+        self.horizon_ns = int(cfg.horizon_s * 1e9)
         #: The intake stage: staged, checked, clock-mapped and stored rows of both sides.
         self.inputs = StreamInputs(cfg, intake_config, joint_map)
         self._due_t: list[np.ndarray] = []  # live: grid times due, their joints published, rest not analysed yet
@@ -212,7 +213,7 @@ class DivergenceEngine:
         now_ns = int(now_ns)
         out = EngineOutput()
         t = self.next_grid_ns
-        quiet = t is not None and now_ns < t + int(self.config.horizon_s * 1e9) and not self.analysis_due()
+        quiet = t is not None and now_ns < t + self.horizon_ns and not self.analysis_due()
         if not quiet:
             self.inputs.take_in()
             self._due_now(now_ns, out)
@@ -225,8 +226,7 @@ class DivergenceEngine:
         """Grid times due at now_ns: their joints go to the sink, the rest waits for the batch."""
         backlog_ns = int(self.config.max_backlog_s * 1e9)
         if (self.next_grid_ns is not None and self.next_grid_ns < now_ns - backlog_ns
-                and receiving(np.array([now_ns], dtype=np.int64), self.inputs.waited_streams(),
-                              int(self.config.horizon_s * 1e9))[0]):
+                and receiving(np.array([now_ns], dtype=np.int64), self.inputs.waited_streams(), self.horizon_ns)[0]):
             # Further behind than the backlog allows while data comes in: newest data first.
             # The backlog is dropped as one counted gap; the analysis resumes a horizon before now.
             resume = max(self._resume_after_jump(now_ns), self.next_grid_ns + self.dt_ns)
@@ -237,7 +237,7 @@ class DivergenceEngine:
         candidates = self._candidates(now_ns)
         if candidates is None or not len(candidates):
             return
-        ready = ready_times(candidates, self.inputs.waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
+        ready = ready_times(candidates, self.inputs.waited_streams(), self.horizon_ns, backlog_ns)
         due = int(np.argmin(ready <= now_ns)) if not (ready <= now_ns).all() else len(ready)
         if not due:
             return
@@ -257,7 +257,7 @@ class DivergenceEngine:
         """The grid time the analysis resumes at after dropping its backlog at now_ns: the
         first one whose horizon is still open (an older one would be judged by the stall
         rule on buffers that still lack what queued up meanwhile)."""
-        return self._next_after(now_ns - int(self.config.horizon_s * 1e9))
+        return self._next_after(now_ns - self.horizon_ns)
 
     def lag_ns(self, now_ns: int) -> int | None:
         """Now minus the newest grid time analysed (None before the first)."""
@@ -326,8 +326,8 @@ class DivergenceEngine:
         candidates = self._candidates(int(ticks[-1]))
         if candidates is None or not len(candidates):
             return none
-        ready = ready_times(candidates, self.inputs.waited_streams(), int(self.config.horizon_s * 1e9), backlog_ns)
-        arriving = receiving(ticks, self.inputs.waited_streams(), int(self.config.horizon_s * 1e9))
+        ready = ready_times(candidates, self.inputs.waited_streams(), self.horizon_ns, backlog_ns)
+        arriving = receiving(ticks, self.inputs.waited_streams(), self.horizon_ns)
         plan = decision_times(candidates, np.maximum(ready, paired_ns), ticks, backlog_ns, arriving,
                               self._resume_after_jump)
         self.gaps += plan.gaps

@@ -112,11 +112,11 @@ class Decisions:
 
 
 def decision_times(t_ns: np.ndarray, ready_ns: np.ndarray, ticks_ns: np.ndarray, backlog_ns: int,
-                   receiving: np.ndarray, resume_after: Callable[[int], int]) -> Decisions:
+                   arriving: np.ndarray, resume_after: Callable[[int], int]) -> Decisions:
     """When the monitor, ticking at ticks_ns, analyses each grid time: the live rules replayed.
 
     Grid times go in order, each at the first tick it is ready. At a tick where the next
-    grid time is older than ``backlog_ns`` and data comes in (``receiving``, per tick), the
+    grid time is older than ``backlog_ns`` and data comes in (``arriving``, per tick), the
     backlog is dropped up to ``resume_after(tick)`` (one pass per drop).
 
     Args:
@@ -124,7 +124,7 @@ def decision_times(t_ns: np.ndarray, ready_ns: np.ndarray, ticks_ns: np.ndarray,
         ready_ns: (K,) when each became due (:func:`ready_times`).
         ticks_ns: (T,) the monitor's ticks, increasing.
         backlog_ns: the most a grid time may wait.
-        receiving: (T,) whether data came in around each tick.
+        arriving: (T,) whether data came in around each tick (:func:`receiving`).
         resume_after: the grid time the analysis resumes at after dropping at a tick.
     """
     at = np.searchsorted(ticks_ns, ready_ns, side="left")
@@ -134,11 +134,12 @@ def decision_times(t_ns: np.ndarray, ready_ns: np.ndarray, ticks_ns: np.ndarray,
     while start < len(t_ns):
         part = np.maximum.accumulate(np.maximum(first_ready_tick[start:], floor))
         out.decision_ns[start:] = part
-        later, later_receiving = ticks_ns[ticks_ns >= floor], receiving[ticks_ns >= floor]
+        since_floor = ticks_ns >= floor
+        later, later_arriving = ticks_ns[since_floor], arriving[since_floor]
         # At each tick, the next grid time is the first not decided before it.
         pending = np.searchsorted(part, later, side="left")
         next_t = np.where(pending < len(part), t_ns[start + np.minimum(pending, len(part) - 1)], NEVER_NS)
-        late = np.flatnonzero((next_t < later - backlog_ns) & later_receiving)
+        late = np.flatnonzero((next_t < later - backlog_ns) & later_arriving)
         if not late.size:
             break
         floor = int(later[late[0]])
