@@ -14,7 +14,7 @@ CFG = AttributionConfig()
 
 
 def feats(**kw) -> TickFeatures:
-    base = dict(t_ns=0, joints_valid=True, wrench_valid=True, 
+    base = dict(t_ns=0, joints_valid=True, wrench_valid=True,
                 fit=DelayFit(0.0, 1.0, 0.0, 0.0, 0.0),
                 ee_error_m=0.0, sim_tip_velocity_m_s=np.array([0.2, 0, 0]),
                 real_tip_velocity_m_s=np.array([0.2, 0, 0]))
@@ -46,11 +46,13 @@ def test_joints_lagging_by_different_delays_are_a_gain_not_a_latency() -> None:
     assert active(feats(joint_residual_rad=0.03, effort_residual=0.2, fit=apart)) == {"dynamics": "gain"}
 
 
-def test_dynamics_needs_the_fit_to_explain_and_free_space() -> None:
+def test_dynamics_needs_the_fit_to_explain_and_in_contact_more_than_a_surface_moves_the_joints() -> None:
     fit = DelayFit(delay_s=0.06, gain=1.0, explained=0.2)
     assert active(feats(joint_residual_rad=0.03, fit=fit)) == {}
     fit = DelayFit(delay_s=0.06, gain=1.0, explained=0.95)
-    assert "dynamics" not in active(feats(joint_residual_rad=0.03, fit=fit, sim_contact_recent=True))
+    assert active(feats(joint_residual_rad=0.015, fit=fit)) == {"dynamics": "actuation_latency"}
+    assert "dynamics" not in active(feats(joint_residual_rad=0.015, fit=fit, sim_contact_recent=True))
+    assert active(feats(joint_residual_rad=0.03, fit=fit, sim_contact_recent=True)) == {"dynamics": "actuation_latency"}
 
 
 def test_a_joint_that_does_not_follow_its_command_without_pushing_harder_has_stalled() -> None:
@@ -240,6 +242,30 @@ def test_in_contact_a_large_joint_residual_the_fit_explains_is_the_actuation() -
     # a joint stopped while its twin moves (seed 102: a stall during a wipe) is no gain
     stalled = dict(stalled_joints=("shoulder_pan_joint",), stall_s=0.1)
     assert active(feats(**contact, **stalled, joint_residual_rad=0.03, fit=DelayFit(gain=0.0, explained=1.0))) == {
+        "unauthored": "joint_stall"}
+
+
+def test_in_contact_with_the_wrist_as_modelled_joints_off_their_twins_as_the_fit_explains_are_the_actuation() -> None:
+    # Seed 200: friction in the joints of an arm pushing a box. The box is pushed as the
+    # sim pushes it (the wrist reads 0.5 N more), yet the joints trail their twins by
+    # 0.037 rad and the drives push 3.9 N m harder: that was nothing until a reversal.
+    pushing = dict(sim_contact_recent=True, sim_contact=True, real_contact=True, sim_force_n=20.0,
+                   force_residual_n=0.5, external_force_n=np.array([0.4, 0.2, 0.1]))
+    fit = DelayFit(delay_s=0.0, gain=0.81, explained=0.93)
+    assert active(feats(**pushing, joint_residual_rad=0.037, effort_residual=3.9, fit=fit)) == {
+        "dynamics": "joint_friction"}
+    # the same lag with drives that do not push harder is a softer or later loop
+    assert active(feats(**pushing, joint_residual_rad=0.037, effort_residual=0.3, fit=fit)) == {"dynamics": "gain"}
+    latency = DelayFit(delay_s=0.08, gain=1.0, explained=0.9)
+    assert active(feats(**pushing, joint_residual_rad=0.03, effort_residual=0.3, fit=latency)) == {
+        "dynamics": "actuation_latency"}
+    # a lag under contact_actuation_rad, or one the fit does not explain, is nothing here
+    assert active(feats(**pushing, joint_residual_rad=0.015, effort_residual=3.9, fit=fit)) == {}
+    unexplained = DelayFit(delay_s=0.0, gain=0.81, explained=0.3)
+    assert active(feats(**pushing, joint_residual_rad=0.037, effort_residual=3.9, fit=unexplained)) == {}
+    # and a stalled joint is left to the stall rule (it needs stall_min_s)
+    stalled = dict(stalled_joints=("joint4",), stall_s=0.3)
+    assert active(feats(**pushing, **stalled, joint_residual_rad=0.037, effort_residual=0.3, fit=fit)) == {
         "unauthored": "joint_stall"}
 
 

@@ -13,8 +13,9 @@ is active when its score reaches ``active_score``. The rules, in priority order:
 2. contact: the sim is (or just was) in contact and the real-minus-sim force residual,
    relative to ``contact_force_n`` plus ``contact_force_rel`` of the sim force, is large,
    and the joints stay near their sim twins (a joint residual beyond
-   ``contact_actuation_rad`` that the delay/gain fit explains is dynamics: the arm's
-   actuation changed, which changes how hard it presses);
+   ``contact_actuation_rad`` that the delay/gain fit explains is dynamics, with the
+   wrist's residual or without one: the arm's actuation changed, which changes how hard
+   it presses, or it trails its twin while the surface pushes back as modelled);
    unless a free-space cause (dynamics, human) was active as the contact began: the
    contact residual is then that cause pressing on (a softer loop presses more softly),
    and stays attributed to it for that contact phase. Without a wrist sensor the joints'
@@ -386,10 +387,25 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
         # the wrist feels the contact as modelled while the joints push back along their
         # motion: friction in the joints (the table's would be felt at the wrist)
         _put_friction(f, cfg, w, scores)
+    elif s < cfg.active_score and _actuation_in_contact(f, cfg) and not f.stalled_joints:
+        # the wrist feels the contact as modelled while the joints are off their twins
+        _put_actuation_in_contact(f, cfg, w, scores)
     elif w.felt or s < cfg.active_score:
         scores.put("contact", s, _contact_kind(f, cfg, w.ext), {
             "force_residual_n": f"{f.force_residual_n:.2f}", "sim_force_n": f"{f.sim_force_n:.2f}",
             "torque_residual_nm": f"{f.torque_residual_nm:.3f}", "effort_residual": f"{f.effort_residual:.2f}"})
+
+
+def _put_actuation_in_contact(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
+    """In modelled contact, joints off their twins as the delay/gain fit explains: the
+    arm's own motion differs (a drive), not the surface it presses on. A drive that pushes
+    harder while it falls behind works against friction in its joints."""
+    fit = f.fit
+    pushing = f.effort_residual >= cfg.effort_residual_nm
+    scores.put("dynamics", _ramp(f.joint_residual_rad, cfg.contact_actuation_rad),
+               "joint_friction" if pushing else _actuation_kind(fit, cfg), {
+                   **_common_evidence(f, w.ext_n), "in_contact": "true", "fit_delay_s": f"{fit.delay_s:.3f}",
+                   "fit_gain": f"{fit.gain:.3f}", "fit_explained": f"{fit.explained:.2f}"})
 
 
 def tools_clear_of_object(real_tool_object_m: float | np.ndarray, sim_tool_object_m: float | np.ndarray,
@@ -419,7 +435,8 @@ def _contact_without_wrench(f: TickFeatures, cfg: AttributionConfig, scores: _Sc
     evidence = {"effort_residual": f"{f.effort_residual:.2f}", "joint_residual_rad": f"{f.joint_residual_rad:.4f}",
                 "wrench": "missing"}
     if f.contact_carry:
-        scores.put(f.contact_carry, s, f.last_kind.get(f.contact_carry, ""), {**evidence, "carried_into_contact": "true"})
+        scores.put(f.contact_carry, s, f.last_kind.get(f.contact_carry, ""),
+                   {**evidence, "carried_into_contact": "true"})
     else:
         scores.put("contact", s, _contact_kind(f, cfg, -np.asarray(f.ee_offset_m, dtype=float)), evidence)
 
