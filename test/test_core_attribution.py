@@ -209,6 +209,20 @@ def test_in_contact_joints_pushing_back_along_their_motion_with_the_wrist_as_mod
     assert active(feats(**{**rubbing, "friction_share": 0.2}, force_residual_n=0.5)) == {}
 
 
+def test_efforts_pushing_back_almost_only_along_the_motion_before_any_reversal_are_friction_starting() -> None:
+    # Seed 674: 1 N m of friction in a reach (effort noise 0.08 N m) moved no joint by a
+    # millimetre; the flip fit found it at the first reversal, 4.7 s after it began.
+    rubbing = dict(effort_residual=1.0, joint_residual_rad=0.001, effort_noise=0.08, friction_along_share=0.85)
+    assert active(feats(**rubbing)) == {"dynamics": "joint_friction"}
+    # efforts leading and trailing the motion in turn (a latency, a gain) are not it
+    assert active(feats(**{**rubbing, "friction_along_share": 0.6})) == {}
+    # nor is what the effort noise could give, nor a load the wrist feels
+    assert active(feats(**{**rubbing, "effort_residual": 0.2})) == {}
+    assert active(feats(**rubbing, external_force_n=np.array([0.0, 1.5, 0.0]))) == {}
+    # a stiff load (3 N m over 2 mrad) is a person's, along the motion or not
+    assert active(feats(**{**rubbing, "effort_residual": 3.0, "joint_residual_rad": 0.002})) == {"human": "push"}
+
+
 def test_unfelt_wrist_force_is_sensor_bias() -> None:
     f = feats(effort_residual=0.2, external_force_n=np.array([0.0, 0.0, 3.0]))
     assert active(f) == {"sensor": "ft_bias_drift"}

@@ -321,8 +321,10 @@ def test_a_joint_stopped_while_its_twin_moves_is_a_stall_after_stall_min_s() -> 
     rows = run(_stall_grid(), [], [], NAMES, ScanState(), CONFIG)
     tops = [v.top for v in rows.verdicts]
     first = tops.index("unauthored")
-    # stall_s grows 20 ms a row from row 40; active once it reaches stall_min_s (0.2 s).
-    assert first in (40 + 9, 40 + 10)  # 10 rows of 20 ms, summed in floating point
+    # stall_s grows 20 ms a row from row 40; active once it reaches stall_min_s.
+    rows_needed = round(CONFIG.attribution.stall_min_s / 0.02)
+    assert rows_needed >= 3
+    assert first in (40 + rows_needed - 1, 40 + rows_needed)  # rows of 20 ms, summed in floating point
     assert set(tops[first:]) == {"unauthored"} and set(tops[:first]) == {"none"}
     _, kind, evidence = rows.verdicts[-1].active["unauthored"]
     assert kind == "joint_stall" and evidence["stalled"] == "j2"

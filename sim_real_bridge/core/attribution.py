@@ -31,14 +31,16 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    object pose divergence growing with no tool at the object (a contact elsewhere, as
    a wipe beside it, leaves it alone) and the sim's object still, or a persistent joint
    residual the delay/gain/offset fit does not explain.
-5. dynamics: free space, joint residual above ``dynamics_residual_rad`` and explained
-   by the delay/gain/offset fit (explained share >= ``dynamics_min_explained``, delay
-   and gain within plausible bounds). Joint friction also by its own signature: an
+5. dynamics: free space (in contact, see 2), joint residual above
+   ``dynamics_residual_rad`` and explained by the delay/gain/offset fit (explained share
+   >= ``dynamics_min_explained``, delay and gain within plausible bounds). Joint friction also by its own signature: an
    effort residual along each joint's motion that flips sign when the motion does
    (fitted per joint by the scan): such a load is no person, and friction too small to
    move the joints is found from the efforts alone. Between reversals the fit cannot
    tell; a friction it found a moment ago goes on while every moving joint's effort
-   pushes back along its motion (``friction_along_share``) and the wrist feels no load.
+   pushes back along its motion (``friction_along_share``) and the wrist feels no load,
+   and before the first reversal efforts that push back almost only along the motion
+   (``friction_onset_share``) with nothing at the wrist are friction starting.
 
 The joint and effort thresholds are in units of the noise of their residuals as well:
 each is at least ``noise_factor`` times the noise the scan measures on the run (per
@@ -317,6 +319,14 @@ def _friction_kept(f: TickFeatures, cfg: AttributionConfig, w: _Wrist) -> bool:
             and f.since_established_s.get("dynamics", math.inf) <= cfg.friction_kept_s)
 
 
+def _friction_starting(f: TickFeatures, cfg: AttributionConfig, w: _Wrist) -> bool:
+    """Efforts pushing back along the moving joints' motion (``friction_onset_share``),
+    above the friction floor, with nothing at the wrist and no stiff load: a friction
+    before the joints' first reversal shows the flip fit what it is."""
+    return (f.joints_valid and f.friction_along_share >= cfg.friction_onset_share
+            and f.effort_residual >= _friction_min(f, cfg) and w.ext_n < cfg.ft_unfelt_force_n and not w.loaded)
+
+
 def _frictional(f: TickFeatures, cfg: AttributionConfig) -> bool:
     """The largest effort residual is mostly a torque along its joint's motion that flips
     with it (friction), of at least ``friction_min_nm`` above the effort noise."""
@@ -550,6 +560,9 @@ def _dynamics_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _
     elif residual > cfg.unexplained_residual_rad and f.unexplained_s >= cfg.unexplained_min_s:
         scores.put("unauthored", _ramp(residual, cfg.unexplained_residual_rad), "unexplained",
                    {**_common_evidence(f, w.ext_n), "fit_explained": f"{fit.explained:.2f}"})
+    elif _friction_starting(f, cfg, w):
+        scores.put("dynamics", _ramp(f.effort_residual, _friction_min(f, cfg)), "joint_friction",
+                   {**_common_evidence(f, w.ext_n), "friction_along_share": f"{f.friction_along_share:.2f}"})
 
 
 def _unauthored_tail(f: TickFeatures, cfg: AttributionConfig, scores: _Scores) -> bool:

@@ -38,6 +38,11 @@ class AttributionConfig:
             while the fit found one within ``friction_kept_s`` in a run of at least
             ``established_min_s`` (a hand's damping flips with the motion too, for a moment).
         friction_kept_s: see friction_along_share.
+        friction_onset_share: before the fit has seen a reversal, effort residuals of at
+            least ``friction_min_nm`` this much of whose square pushes back along the moving
+            joints' motion, with nothing felt at the wrist and no stiff load, are friction
+            in the joints starting (a latency's or a gain's efforts lead and trail the
+            motion in turn, so their share swings round a half).
         established_min_s: a category active this long without a break is established
             (a flicker of it is not).
         joint_residual_floor_rad: joint residual (smoothed L-inf) below this is noise.
@@ -127,7 +132,8 @@ class AttributionConfig:
             hand holding on).
         dragged_speed_ratio: the real tool moving along that axis at least this fraction
             of the sim's speed drags what pulls it; slower, it is blocked.
-        stall_min_s: a joint stalled this long is a stalled joint.
+        stall_min_s: a joint stalled this long is a stalled joint. Joint friction holds a
+            joint as its twin starts off for less, mostly: until its drive pushes past it.
         object_error_m: object position error (real vs sim) needed for object_slip.
         object_slip_speed_m_s: growth rate of the object error, with the sim in free
             space (nothing modelled touches the object), that is a slip.
@@ -163,6 +169,7 @@ class AttributionConfig:
     friction_min_nm: float = 0.3
     friction_along_share: float = 0.6
     friction_kept_s: float = 2.0
+    friction_onset_share: float = 0.8
     established_min_s: float = 0.2
     joint_residual_floor_rad: float = 0.004
     dynamics_residual_rad: float = 0.006
@@ -201,7 +208,7 @@ class AttributionConfig:
     hold_reset_s: float = 1.0
     load_moving_m_s: float = 0.02
     dragged_speed_ratio: float = 0.8
-    stall_min_s: float = 0.2
+    stall_min_s: float = 0.12
     object_error_m: float = 0.0015
     object_slip_speed_m_s: float = 0.002
     object_drift_m: float = 0.004
