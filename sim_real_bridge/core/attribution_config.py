@@ -132,8 +132,9 @@ class AttributionConfig:
             hand holding on).
         dragged_speed_ratio: the real tool moving along that axis at least this fraction
             of the sim's speed drags what pulls it; slower, it is blocked.
-        stall_min_s: a joint stalled this long is a stalled joint. Joint friction holds a
-            joint as its twin starts off for less, mostly: until its drive pushes past it.
+        stall_min_s: a joint stalled this long is a stalled joint: a joint friction's
+            stiction holds a joint for less, at a start or a reversal, until its drive
+            pushes past it.
         object_error_m: object position error (real vs sim) needed for object_slip.
         object_slip_speed_m_s: growth rate of the object error, with the sim in free
             space (nothing modelled touches the object), that is a slip.
@@ -208,7 +209,7 @@ class AttributionConfig:
     hold_reset_s: float = 1.0
     load_moving_m_s: float = 0.02
     dragged_speed_ratio: float = 0.8
-    stall_min_s: float = 0.12
+    stall_min_s: float = 0.2
     object_error_m: float = 0.0015
     object_slip_speed_m_s: float = 0.002
     object_drift_m: float = 0.004
