@@ -394,6 +394,16 @@ def test_a_loaded_arm_pushed_further_off_its_path_than_a_hand_moves_it_ran_into_
     assert "unauthored" not in active(feats(**blocked, ee_error_m=0.06, sim_contact_recent=True, wrench_valid=False))
 
 
+def test_a_stopped_joint_whose_drive_gives_nothing_is_a_stall_sooner_than_one_whose_drive_pushes() -> None:
+    # Between stall_undriven_min_s and stall_min_s: a drive pushing harder may be stiction
+    # about to break away; a drive that gave nothing more since the joint stopped has failed.
+    stopped = dict(joint_residual_rad=0.02, stalled_joints=("j2",), stall_s=0.15, fit=DelayFit(gain=0.2, explained=0.9))
+    assert CFG.stall_undriven_min_s < 0.15 < CFG.stall_min_s
+    assert active(feats(**stopped, stall_undriven=True)) == {"unauthored": "joint_stall"}
+    assert active(feats(**stopped, stall_undriven=False)) == {}
+    assert active(feats(**{**stopped, "stall_s": 0.25}, stall_undriven=False)) == {"unauthored": "joint_stall"}
+
+
 def test_stalled_joint_and_slipping_object() -> None:
     f = feats(joint_residual_rad=0.2, stalled_joints=("j2",), stall_s=0.5,
               fit=DelayFit(gain=0.0, explained=0.9))

@@ -305,7 +305,7 @@ def test_a_flicker_of_a_cause_before_the_contact_is_not_carried() -> None:
     assert {v.top for v in verdicts[58:]} == {"contact"}
 
 
-def _stall_grid() -> Grid:
+def _stall_grid(drive_nm_per_row: float = 0.0) -> Grid:
     k = 100
     sim_qd = np.tile([0.5, 0.3], (k, 1))
     real_qd = sim_qd.copy()
@@ -314,20 +314,32 @@ def _stall_grid() -> Grid:
     sim_q = 0.1 + sim_qd * t_s
     real_q = sim_q.copy()
     real_q[40:, 1] = real_q[40, 1]
-    return _grid(k, sim_q_rad=sim_q, real_q_rad=real_q, sim_qd_rad_s=sim_qd, real_qd_rad_s=real_qd)
+    real_effort = np.zeros((k, 2))
+    real_effort[40:, 1] = drive_nm_per_row * np.arange(k - 40)  # its drive pushing harder as it falls behind
+    return _grid(k, sim_q_rad=sim_q, real_q_rad=real_q, sim_qd_rad_s=sim_qd, real_qd_rad_s=real_qd,
+                 real_effort=real_effort)
 
 
-def test_a_joint_stopped_while_its_twin_moves_is_a_stall_after_stall_min_s() -> None:
-    rows = run(_stall_grid(), [], [], NAMES, ScanState(), CONFIG)
+def _first_stall_row(grid: Grid) -> int:
+    rows = run(grid, [], [], NAMES, ScanState(), CONFIG)
     tops = [v.top for v in rows.verdicts]
     first = tops.index("unauthored")
-    # stall_s grows 20 ms a row from row 40; active once it reaches stall_min_s.
-    rows_needed = round(CONFIG.attribution.stall_min_s / 0.02)
-    assert rows_needed >= 3
-    assert first in (40 + rows_needed - 1, 40 + rows_needed)  # rows of 20 ms, summed in floating point
     assert set(tops[first:]) == {"unauthored"} and set(tops[:first]) == {"none"}
     _, kind, evidence = rows.verdicts[-1].active["unauthored"]
     assert kind == "joint_stall" and evidence["stalled"] == "j2"
+    return first
+
+
+@pytest.mark.parametrize(("drive_nm_per_row", "min_s"), [(0.5, "stall_min_s"), (0.0, "stall_undriven_min_s")],
+                         ids=["its drive pushing harder (stiction until then)", "its drive giving nothing"])
+def test_a_joint_stopped_while_its_twin_moves_is_a_stall_after_its_min_time(drive_nm_per_row: float,
+                                                                           min_s: str) -> None:
+    first = _first_stall_row(_stall_grid(drive_nm_per_row))
+    # stall_s grows 20 ms a row from row 40; active once it reaches the minimum.
+    rows_needed = round(getattr(CONFIG.attribution, min_s) / 0.02)
+    assert rows_needed >= 3
+    assert first in (40 + rows_needed - 1, 40 + rows_needed)  # rows of 20 ms, summed in floating point
+    assert CONFIG.attribution.stall_undriven_min_s < CONFIG.attribution.stall_min_s
 
 
 def test_fits_set_the_latency_from_their_row_on() -> None:

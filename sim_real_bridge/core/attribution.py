@@ -27,7 +27,9 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    carried the tool further off its path than a hand moves a position-held arm
    (``obstacle_ee_error_m``), unless the real tool drags a felt load along (a hand).
 4. unauthored: a stalled joint (real velocity ~0 while the sim joint moves, no external
-   wrench, the joints fallen behind their twins by ``dynamics_residual_rad``), or an
+   wrench, the joints fallen behind their twins by ``dynamics_residual_rad``, for
+   ``stall_min_s``, or ``stall_undriven_min_s`` while its drive has not pushed harder
+   along its twin's motion since it stopped: stiction holds a pushing drive), or an
    object pose divergence growing with no tool at the object (a contact elsewhere, as
    a wipe beside it, leaves it alone) and the sim's object still, or a persistent joint
    residual the delay/gain/offset fit does not explain.
@@ -516,7 +518,8 @@ def _contact_kind(f: TickFeatures, cfg: AttributionConfig, along: Sequence[float
 def _unauthored_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
     """4. unauthored: a stalled joint; the object moving away with nothing modelled touching it."""
     active_score = cfg.active_score
-    if (f.joints_valid and f.stalled_joints and f.stall_s >= cfg.stall_min_s
+    stall_min_s = cfg.stall_undriven_min_s if f.stall_undriven else cfg.stall_min_s
+    if (f.joints_valid and f.stalled_joints and f.stall_s >= stall_min_s
             and f.joint_residual_rad >= cfg.dynamics_residual_rad
             and scores.human < active_score and scores.unauthored < active_score):
         scores.put("unauthored", min(1.0, 0.5 + f.stall_s), "joint_stall",

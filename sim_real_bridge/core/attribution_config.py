@@ -135,6 +135,9 @@ class AttributionConfig:
         stall_min_s: a joint stalled this long is a stalled joint: a joint friction's
             stiction holds a joint for less, at a start or a reversal, until its drive
             pushes past it.
+        stall_undriven_min_s: a stalled joint whose drive has not pushed harder along its
+            twin's motion (by ``friction_min_nm``, raised to the effort noise) since it
+            stopped is a stalled joint this soon: its drive gives nothing.
         object_error_m: object position error (real vs sim) needed for object_slip.
         object_slip_speed_m_s: growth rate of the object error, with the sim in free
             space (nothing modelled touches the object), that is a slip.
@@ -210,6 +213,7 @@ class AttributionConfig:
     load_moving_m_s: float = 0.02
     dragged_speed_ratio: float = 0.8
     stall_min_s: float = 0.2
+    stall_undriven_min_s: float = 0.12
     object_error_m: float = 0.0015
     object_slip_speed_m_s: float = 0.002
     object_drift_m: float = 0.004

@@ -112,6 +112,8 @@ class ScanState:
     load_dragged: bool | None = None  # see TickFeatures.load_dragged
     load_reversal: LoadReversal = field(default_factory=LoadReversal)
     stall_s: list[float] = field(default_factory=list)
+    stall_effort: np.ndarray | None = None  # (J,) each joint's real effort as its stall began
+    stall_driven: np.ndarray | None = None  # (J,) whether its drive pushed harder since
     fit: DelayFit | None = None
     unexplained_s: float = 0.0
     last_untrusted_ns: int | None = None
@@ -353,15 +355,34 @@ def _contact_phase(state: ScanState, cfg: ScanConfig, t: int, in_contact: bool) 
 
 
 def _stalls(state: ScanState, cfg: ScanConfig, names: tuple[str, ...], stalling: list[bool],
-            slow_real: list[bool]) -> tuple[tuple[str, ...], float]:
-    """Advance the per-joint stall timers; a stalled joint stays so until it moves again."""
+            slow_real: list[bool], real_effort: np.ndarray, sim_qd: np.ndarray,
+            pushed_nm: float) -> tuple[tuple[str, ...], float, bool]:
+    """Advance the per-joint stall timers; a stalled joint stays so until it moves again.
+
+    Also whether the longest-stalled joint's drive has not pushed harder along its twin's
+    motion (by ``pushed_nm``) since its stall began: stiction holds a joint until its
+    drive pushes past it, a stalled drive gives nothing.
+    """
     if not state.stall_s:
         state.stall_s = [0.0] * len(names)
+        state.stall_effort = np.zeros(len(names))
+        state.stall_driven = np.zeros(len(names), dtype=bool)
     minimum = cfg.attribution.stall_min_s
+    was = state.stall_s
     state.stall_s = [s + cfg.dt_s if stall or (s >= minimum and slow) else 0.0
-                     for s, stall, slow in zip(state.stall_s, stalling, slow_real, strict=True)]
+                     for s, stall, slow in zip(was, stalling, slow_real, strict=True)]
+    if not any(state.stall_s):
+        return (), 0.0, False
+    now = np.asarray(state.stall_s)
+    started = (np.asarray(was) == 0.0) & (now > 0.0)
+    state.stall_effort = np.where(started, real_effort, state.stall_effort)
+    with np.errstate(invalid="ignore"):
+        pushed = (real_effort - state.stall_effort) * np.sign(sim_qd) >= pushed_nm
+    # (an effort not read is no evidence that the drive gave nothing)
+    state.stall_driven = np.where(started, ~np.isfinite(real_effort), state.stall_driven | pushed)
     stalled = tuple(name for name, s in zip(names, state.stall_s, strict=True) if s > 0)
-    return stalled, max(state.stall_s) if stalled else 0.0
+    longest = int(np.argmax(now))
+    return stalled, state.stall_s[longest], not bool(state.stall_driven[longest])
 
 
 def _wrench_left_out(grid: Grid, state: ScanState, cfg: ScanConfig) -> np.ndarray:
@@ -485,7 +506,9 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
     near = state.object_near_last_ns is not None and t - state.object_near_last_ns <= cfg.contact_recent_ns
     moved = near or row["sim_object_moving"]
     object_speed = _object(state, cfg, t, row["object_error"], row["object_error_m"], recent and near, moved)
-    stalled, stall_s = _stalls(state, cfg, names, stalling, slow_real) if valid else ((), 0.0)
+    pushed_nm = above_noise(cfg.attribution, cfg.attribution.friction_min_nm, row["effort_noise"])
+    stalled, stall_s, undriven = (_stalls(state, cfg, names, stalling, slow_real, grid.real_effort[k],
+                                          grid.sim_qd_rad_s[k], pushed_nm) if valid else ((), 0.0, False))
     _load(state, cfg, row["loaded"], row["sim_along"], row["real_along"])
     if fit is not _NO_FIT:
         state.fit = fit  # type: ignore[assignment]
@@ -516,6 +539,7 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
         object_free_drift_m=state.object_free_drift_m, real_tool_object_m=row["real_tool_object_m"],
         sim_tool_object_m=row["sim_tool_object_m"],
         sim_object_speed_m_s=float(grid.sim_object_speed_m_s[k]), stalled_joints=stalled, stall_s=stall_s,
+        stall_undriven=undriven,
         fit=state.fit, unexplained_s=state.unexplained_s, sensor_flags=flags,
         since_untrusted_s=(t - state.last_untrusted_ns) * 1e-9 if state.last_untrusted_ns is not None else math.inf,
         since_active_s={c: (t - ns) * 1e-9 for c, ns in state.last_active_ns.items()},

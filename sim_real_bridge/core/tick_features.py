@@ -54,6 +54,8 @@ class TickFeatures:
     sim_object_speed_m_s: float = float("nan")
     stalled_joints: tuple[str, ...] = ()
     stall_s: float = 0.0
+    #: the longest-stalled joint's drive has not pushed harder along its twin's motion since
+    stall_undriven: bool = False
     fit: DelayFit | None = None
     unexplained_s: float = 0.0
     #: active stream health detectors: (name, severity, evidence)
