@@ -35,8 +35,9 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    residual the delay/gain/offset fit does not explain.
 5. dynamics: free space (in contact, see 2), joint residual above
    ``dynamics_residual_rad`` and explained by the delay/gain/offset fit (explained share
-   >= ``dynamics_min_explained``, delay and gain within plausible bounds). Joint friction also by its own signature: an
-   effort residual along each joint's motion that flips sign when the motion does
+   >= ``dynamics_min_explained``, delay and gain within plausible bounds). Joint friction
+   also by its own signature: an effort residual along each joint's motion that flips
+   sign when the motion does
    (fitted per joint by the scan): such a load is no person, and friction too small to
    move the joints is found from the efforts alone. Between reversals the fit cannot
    tell; a friction it found a moment ago goes on while every moving joint's effort
@@ -325,8 +326,8 @@ def _friction_starting(f: TickFeatures, cfg: AttributionConfig, w: _Wrist) -> bo
     """Efforts pushing back along the moving joints' motion (``friction_onset_share``),
     above the friction floor, with nothing at the wrist and no stiff load: a friction
     before the joints' first reversal shows the flip fit what it is."""
-    return (f.joints_valid and f.friction_along_share >= cfg.friction_onset_share
-            and f.effort_residual >= _friction_min(f, cfg) and w.ext_n < cfg.ft_unfelt_force_n and not w.loaded)
+    return (f.friction_along_share >= cfg.friction_onset_share and f.effort_residual >= _friction_min(f, cfg)
+            and w.ext_n < cfg.ft_unfelt_force_n and not w.loaded)
 
 
 def _frictional(f: TickFeatures, cfg: AttributionConfig) -> bool:
@@ -413,9 +414,7 @@ def _put_actuation_in_contact(f: TickFeatures, cfg: AttributionConfig, w: _Wrist
     arm's own motion differs (a drive), not the surface it presses on. A drive that pushes
     harder while it falls behind works against friction in its joints."""
     fit = f.fit
-    pushing = f.effort_residual >= cfg.effort_residual_nm
-    scores.put("dynamics", _ramp(f.joint_residual_rad, cfg.contact_actuation_rad),
-               "joint_friction" if pushing else _actuation_kind(fit, cfg), {
+    scores.put("dynamics", _ramp(f.joint_residual_rad, cfg.contact_actuation_rad), _drive_kind(f, fit, cfg), {
                    **_common_evidence(f, w.ext_n), "in_contact": "true", "fit_delay_s": f"{fit.delay_s:.3f}",
                    "fit_gain": f"{fit.gain:.3f}", "fit_explained": f"{fit.explained:.2f}"})
 
@@ -475,6 +474,12 @@ def _actuation_in_contact(f: TickFeatures, cfg: AttributionConfig) -> bool:
 def _follows_little(fit: DelayFit, cfg: AttributionConfig) -> bool:
     """The fitted joint follows less than 1 - ``dynamics_max_gain_dev`` of its command's motion."""
     return fit.identifiable and fit.gain < 1.0 - cfg.dynamics_max_gain_dev
+
+
+def _drive_kind(f: TickFeatures, fit: DelayFit, cfg: AttributionConfig) -> str:
+    """Joints behind their twins: drives pushing harder work against friction in the
+    joints; otherwise the fit's actuation kind."""
+    return "joint_friction" if f.effort_residual >= cfg.effort_residual_nm else _actuation_kind(fit, cfg)
 
 
 def _actuation_kind(fit: DelayFit, cfg: AttributionConfig) -> str:
@@ -555,7 +560,7 @@ def _dynamics_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _
             scores.put("unauthored", score, "joint_stall",
                        {**_common_evidence(f, w.ext_n), "fit_gain": f"{fit.gain:.3f}"})
             return
-        kind = "joint_friction" if pushing else _actuation_kind(fit, cfg)
+        kind = _drive_kind(f, fit, cfg)
         scores.put("dynamics", score, kind, {
             **_common_evidence(f, w.ext_n), "fit_delay_s": f"{fit.delay_s:.3f}", "fit_gain": f"{fit.gain:.3f}",
             "fit_explained": f"{fit.explained:.2f}", "fit_joint_delay_share": f"{fit.joint_delay_share:.3f}",

@@ -356,11 +356,11 @@ def _contact_phase(state: ScanState, cfg: ScanConfig, t: int, in_contact: bool) 
 
 def _stalls(state: ScanState, cfg: ScanConfig, names: tuple[str, ...], stalling: list[bool],
             slow_real: list[bool], real_effort: np.ndarray, sim_qd: np.ndarray,
-            pushed_nm: float) -> tuple[tuple[str, ...], float, bool]:
+            effort_noise: float) -> tuple[tuple[str, ...], float, bool]:
     """Advance the per-joint stall timers; a stalled joint stays so until it moves again.
 
     Also whether the longest-stalled joint's drive has not pushed harder along its twin's
-    motion (by ``pushed_nm``) since its stall began: stiction holds a joint until its
+    motion (by ``friction_min_nm``, raised to ``effort_noise``) since its stall began: stiction holds a joint until its
     drive pushes past it, a stalled drive gives nothing.
     """
     if not state.stall_s:
@@ -376,6 +376,7 @@ def _stalls(state: ScanState, cfg: ScanConfig, names: tuple[str, ...], stalling:
     now = np.asarray(state.stall_s)
     started = (np.asarray(was) == 0.0) & (now > 0.0)
     state.stall_effort = np.where(started, real_effort, state.stall_effort)
+    pushed_nm = above_noise(cfg.attribution, cfg.attribution.friction_min_nm, effort_noise)
     with np.errstate(invalid="ignore"):
         pushed = (real_effort - state.stall_effort) * np.sign(sim_qd) >= pushed_nm
     # (an effort not read is no evidence that the drive gave nothing)
@@ -506,9 +507,8 @@ def _row(grid: Grid, k: int, row: dict, stalling: list[bool], slow_real: list[bo
     near = state.object_near_last_ns is not None and t - state.object_near_last_ns <= cfg.contact_recent_ns
     moved = near or row["sim_object_moving"]
     object_speed = _object(state, cfg, t, row["object_error"], row["object_error_m"], recent and near, moved)
-    pushed_nm = above_noise(cfg.attribution, cfg.attribution.friction_min_nm, row["effort_noise"])
     stalled, stall_s, undriven = (_stalls(state, cfg, names, stalling, slow_real, grid.real_effort[k],
-                                          grid.sim_qd_rad_s[k], pushed_nm) if valid else ((), 0.0, False))
+                                          grid.sim_qd_rad_s[k], row["effort_noise"]) if valid else ((), 0.0, False))
     _load(state, cfg, row["loaded"], row["sim_along"], row["real_along"])
     if fit is not _NO_FIT:
         state.fit = fit  # type: ignore[assignment]
