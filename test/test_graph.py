@@ -45,8 +45,16 @@ def test_namespaces_are_remapped_everywhere(repo_root: Path) -> None:
     assert ("real/joint_trajectory", "/ur5e/joint_trajectory") in mirror.remappings
     assert ("sim/joint_states", "/gz/joint_states") in monitor.remappings
     assert ("real/wrench", "/ur5e/wrench") in monitor.remappings
+    assert ("sim/joint_trajectory", "/gz/joint_trajectory") in monitor.remappings  # its run clock's start
     published = {topic.name for topic in mirror.publishes}
     assert {"/gz/joint_trajectory", "/ur5e/joint_trajectory"} <= published
+
+
+def test_demo_task_waits_for_both_robots_and_the_monitor(options: GraphOptions) -> None:
+    task = {spec.executable: spec for spec in demo_graph(options)}["task_player"]
+    parameters = dict(task.parameters)
+    assert parameters["wait_for_topics"] == ["/sim/joint_trajectory", "/real/joint_trajectory"]
+    assert parameters["wait_for_nodes"] == ["command_mirror", "divergence_monitor"]
 
 
 def test_every_executable_has_a_node_module_and_a_cmake_entry(options: GraphOptions) -> None:

@@ -267,6 +267,22 @@ def test_task_player_waits_for_both_robots_command_inputs(ros):
     ros.spin_until(lambda: received, "the first cycle once both robots listen")
 
 
+def test_task_player_waits_for_each_named_node(ros):
+    """The monitor's run clock starts at the first command it hears: the player waits for it too."""
+    player = ros.add(TaskPlayerNode(context=ros.context, parameter_overrides=[
+        Parameter("start_delay_s", value=0.0), Parameter("wait_for_nodes", value=["probe", "late_monitor"]),
+        Parameter("wait_for_topics", value=["/sim/joint_trajectory"]),
+    ]))
+    probe = ros.helper("probe")
+    received = collect(probe, JointTrajectory, "/bridge/joint_trajectory", COMMAND_QOS)
+    collect(probe, JointTrajectory, "/sim/joint_trajectory", COMMAND_QOS)
+    ros.spin_until(lambda: player.count_subscribers("/sim/joint_trajectory") > 0, "the sim input to match")
+    ros.spin_some(300)
+    assert received == [] and player.sent == 0, "started before late_monitor listened"
+    collect(ros.helper("late_monitor"), JointTrajectory, "/sim/joint_trajectory", COMMAND_QOS)
+    ros.spin_until(lambda: received, "the first cycle once every named node listens")
+
+
 def test_nominal_standin_agrees_with_the_simulator_over_ros(ros):
     """Tolerance: same commands, nominal scenario: final joint positions agree to 1e-3 rad."""
     sim = ros.add(SimRobotNode(namespace="/sim", context=ros.context))

@@ -19,9 +19,11 @@ mirror's input):
   program runs (the command mirror's liveness input).
 
 Parameters: ``scenario`` (its ``task``, ``duration_s``, ``robot`` and ``idle`` windows are
-used unless ``task`` / ``duration_s`` / ``robot`` are set), ``wait_for_nodes`` (start once one of these nodes, by default
-``command_mirror``, subscribes to the command topic, so that the first command sent is
-the first one mirrored: scenario time starts there), ``wait_for_topics`` (and until each
+used unless ``task`` / ``duration_s`` / ``robot`` are set), ``wait_for_nodes`` (start once each
+of these nodes, by default ``command_mirror``, subscribes to the command topic or to one of
+``wait_for_topics``, so that the first command sent is the first one mirrored: scenario
+time starts there; the demo graph adds ``divergence_monitor``, whose run clock starts at
+the first command it hears), ``wait_for_topics`` (and until each
 of these topics has a subscriber: the demo graph lists both robots' command inputs, so
 that neither misses the first command on a slow start), ``start_delay_s`` (then wait
 this long, so that the robots have matched the mirror's outputs),
@@ -100,7 +102,8 @@ class TaskPlayerNode(Node):
         self.declare_parameter("robot", "", describe("Built-in robot (arm7, ur6, panda7); empty: the scenario's."))
         self.declare_parameter(
             "wait_for_nodes", ["command_mirror"],
-            describe("Start once one of these nodes subscribes to the command topic; empty: any subscriber."),
+            describe("Start once each of these nodes subscribes to the command topic or to one of "
+                     "wait_for_topics; empty: any subscriber of the command topic."),
         )
         self.declare_parameter(
             "wait_for_topics", [""],
@@ -166,8 +169,9 @@ class TaskPlayerNode(Node):
             return False
         if not self._wait_for_nodes:
             return self._publisher.get_subscription_count() > 0
-        infos = self.get_subscriptions_info_by_topic(self._publisher.topic_name)
-        return any(info.node_name in self._wait_for_nodes for info in infos)
+        topics = [self._publisher.topic_name, *self._wait_for_topics]
+        listening = {info.node_name for topic in topics for info in self.get_subscriptions_info_by_topic(topic)}
+        return set(self._wait_for_nodes) <= listening
 
     @property
     def finished(self) -> bool:

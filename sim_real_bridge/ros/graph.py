@@ -166,7 +166,7 @@ def bridge_graph(options: GraphOptions) -> list[NodeSpec]:
     )
     remaps: list[tuple[str, str]] = [("bridge/joint_trajectory", options.command_topic)]
     for side, ns in (("sim", sim_ns), ("real", real_ns)):
-        for stream in ("joint_states", "wrench", "ee_pose", "object_pose", "imu"):
+        for stream in ("joint_states", "wrench", "ee_pose", "object_pose", "imu", "joint_trajectory"):
             remaps.append((f"{side}/{stream}", f"{ns}/{stream}"))
     monitor = NodeSpec(
         executable="divergence_monitor",
@@ -239,9 +239,11 @@ def demo_graph(options: GraphOptions) -> list[NodeSpec]:
     task = NodeSpec(
         executable="task_player",
         parameter_files=params,
-        # Both robots must hear the first command: start once each has subscribed.
+        # Both robots and the monitor must hear the first command (it starts the monitor's
+        # run clock): start once each has subscribed.
         parameters=sim_time + scenario
-        + (("wait_for_topics", [f"{sim_ns}/joint_trajectory", f"{real_ns}/joint_trajectory"]),)
+        + (("wait_for_topics", [f"{sim_ns}/joint_trajectory", f"{real_ns}/joint_trajectory"]),
+           ("wait_for_nodes", ["command_mirror", "divergence_monitor"]))
         + _extra(options, "task_player"),
         remappings=(("bridge/joint_trajectory", options.command_topic),),
         publishes=(TopicSpec(options.command_topic, TRAJECTORY),),
