@@ -297,6 +297,20 @@ def test_contact_residual_felt_by_the_joints() -> None:
     assert active(f) == {}
 
 
+def test_a_light_contacts_force_changed_by_a_share_of_itself_is_a_contact_gap() -> None:
+    """A push's box on a table whose friction fell: 1.9 N less against 3.5 N modelled."""
+    f = feats(sim_contact_recent=True, sim_contact=True, sim_force_n=3.5, force_residual_n=1.9,
+              external_force_n=np.array([0.0, -1.9, 0.0]), effort_residual=1.2, joint_residual_rad=0.001,
+              real_tool_object_m=0.04)
+    assert active(f) == {"contact": "object_mass"}  # (at the box, mu m g: see the module notes)
+    f.force_residual_n = 1.2  # under contact_share_min_n: too small to tell from the noise
+    assert active(f) == {}
+    f.force_residual_n, f.sim_force_n = 1.9, 30.0  # a 6 % share of a wipe's press: no gap
+    assert active(f) == {}
+    f.sim_force_n, f.sim_contact = 3.5, False  # the sim's contact just ended: its force is a transient
+    assert active(f) == {}
+
+
 def test_in_contact_joints_loaded_beyond_what_the_wrist_force_explains_are_pushed_by_a_person() -> None:
     # seed 107: a 45 N push on a forearm link during a wipe; the wrist feels a little of it
     contact = dict(sim_contact_recent=True, sim_contact=True, sim_force_n=30.0, joint_residual_rad=0.004)

@@ -11,7 +11,8 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    tick; of the wrench, it is left out as on a robot without one (the joints' efforts
    stand in); of a pose stream, that pose is left out (no obstacle or slip from it).
 2. contact: the sim is (or just was) in contact and the real-minus-sim force residual,
-   relative to ``contact_force_n`` plus ``contact_force_rel`` of the sim force, is large,
+   relative to ``contact_force_n`` plus ``contact_force_rel`` of the sim force (or, in a
+   light contact, to ``contact_share`` of the sim force, at least ``contact_share_min_n``), is large,
    and the joints stay near their sim twins (a joint residual beyond
    ``contact_actuation_rad`` that the delay/gain fit explains is dynamics, with the
    wrist's residual or without one: the arm's actuation changed, which changes how hard
@@ -362,6 +363,8 @@ def _sag_cos(f: TickFeatures) -> float:
 def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
     """2. contact: modelled contact, force residual beyond what the model predicts."""
     thr = cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n
+    if f.sim_contact:  # a light contact's force changed by a share of itself
+        thr = min(thr, max(cfg.contact_share_min_n, cfg.contact_share * f.sim_force_n))
     s = max(_ramp(f.force_residual_n, thr), _ramp(f.torque_residual_nm, cfg.contact_torque_nm))
     slip_recent = (f.last_kind.get("unauthored") == "object_slip"
                    and f.since_active_s.get("unauthored", math.inf) <= cfg.object_slip_linger_s)

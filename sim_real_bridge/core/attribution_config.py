@@ -67,6 +67,13 @@ class AttributionConfig:
             480:560), a heavier object in a push gives 1-2 N m.
         contact_force_n: absolute part of the force-residual threshold in contact.
         contact_force_rel: relative part (times the sim force norm).
+        contact_share: while the sim is in contact, a force residual this share of the sim's
+            force is a contact gap too, if it is at least ``contact_share_min_n``: the
+            contact's own force changed by that much (a push's box sliding on a table whose
+            friction fell by 40 % gives about 1.5-2 N against 3.5 N modelled; in nominal
+            contact a residual above 1.5 N and 40 % of the modelled force lasts under
+            0.3 s on the development seeds).
+        contact_share_min_n: see contact_share.
         contact_torque_nm: torque residual threshold in contact.
         contact_recent_s: the sim counts as in contact this long after its contact ends.
         contact_carry_s: a dynamics or human cause active this recently when the sim's
@@ -185,6 +192,8 @@ class AttributionConfig:
     contact_effort_nm: float = 1.0
     contact_force_n: float = 2.0
     contact_force_rel: float = 0.05
+    contact_share: float = 0.4
+    contact_share_min_n: float = 1.5
     contact_torque_nm: float = 0.6
     contact_recent_s: float = 0.3
     contact_carry_s: float = 0.5
