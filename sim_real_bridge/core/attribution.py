@@ -44,7 +44,8 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    tell; a friction it found a moment ago goes on while every moving joint's effort
    pushes back along its motion (``friction_along_share``) and the wrist feels no load,
    and before the first reversal efforts that push back almost only along the motion
-   (``friction_onset_share``) with nothing at the wrist are friction starting.
+   (``friction_onset_share``) with nothing at the wrist are friction starting (in
+   modelled contact too, with the wrist reading the contact as modelled).
 
 The joint and effort thresholds are in units of the noise of their residuals as well:
 each is at least ``noise_factor`` times the noise the scan measures on the run (per
@@ -331,6 +332,11 @@ def _friction_starting(f: TickFeatures, cfg: AttributionConfig, w: _Wrist) -> bo
             and w.ext_n < cfg.ft_unfelt_force_n and not w.loaded)
 
 
+def _put_friction_starting(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
+    scores.put("dynamics", _ramp(f.effort_residual, _friction_min(f, cfg)), "joint_friction",
+               {**_common_evidence(f, w.ext_n), "friction_along_share": f"{f.friction_along_share:.2f}"})
+
+
 def _frictional(f: TickFeatures, cfg: AttributionConfig) -> bool:
     """The largest effort residual is mostly a torque along its joint's motion that flips
     with it (friction), of at least ``friction_min_nm`` above the effort noise."""
@@ -363,7 +369,7 @@ def _sag_cos(f: TickFeatures) -> float:
 def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
     """2. contact: modelled contact, force residual beyond what the model predicts."""
     thr = cfg.contact_force_n + cfg.contact_force_rel * f.sim_force_n
-    if f.sim_contact:  # a light contact's force changed by a share of itself
+    if f.sim_contact and not w.loaded:  # a light contact's force changed by a share of itself
         thr = min(thr, max(cfg.contact_share_min_n, cfg.contact_share * f.sim_force_n))
     s = max(_ramp(f.force_residual_n, thr), _ramp(f.torque_residual_nm, cfg.contact_torque_nm))
     slip_recent = (f.last_kind.get("unauthored") == "object_slip"
@@ -403,6 +409,8 @@ def _contact_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
         # the wrist feels the contact as modelled while the joints push back along their
         # motion: friction in the joints (the table's would be felt at the wrist)
         _put_friction(f, cfg, w, scores)
+    elif s < cfg.active_score and _friction_starting(f, cfg, w):
+        _put_friction_starting(f, cfg, w, scores)
     elif s < cfg.active_score and _actuation_in_contact(f, cfg) and not f.stalled_joints:
         # the wrist feels the contact as modelled while the joints are off their twins
         _put_actuation_in_contact(f, cfg, w, scores)
@@ -572,8 +580,7 @@ def _dynamics_rule(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _
         scores.put("unauthored", _ramp(residual, cfg.unexplained_residual_rad), "unexplained",
                    {**_common_evidence(f, w.ext_n), "fit_explained": f"{fit.explained:.2f}"})
     elif _friction_starting(f, cfg, w):
-        scores.put("dynamics", _ramp(f.effort_residual, _friction_min(f, cfg)), "joint_friction",
-                   {**_common_evidence(f, w.ext_n), "friction_along_share": f"{f.friction_along_share:.2f}"})
+        _put_friction_starting(f, cfg, w, scores)
 
 
 def _unauthored_tail(f: TickFeatures, cfg: AttributionConfig, scores: _Scores) -> bool:

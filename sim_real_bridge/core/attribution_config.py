@@ -68,7 +68,8 @@ class AttributionConfig:
         contact_force_n: absolute part of the force-residual threshold in contact.
         contact_force_rel: relative part (times the sim force norm).
         contact_share: while the sim is in contact, a force residual this share of the sim's
-            force is a contact gap too, if it is at least ``contact_share_min_n``: the
+            force is a contact gap too, if it is at least ``contact_share_min_n`` and the
+            joints carry no stiff load (one on a link is not the contact's): the
             contact's own force changed by that much (a push's box sliding on a table whose
             friction fell by 40 % gives about 1.5-2 N against 3.5 N modelled; in nominal
             contact a residual above 1.5 N and 40 % of the modelled force lasts under
