@@ -12,7 +12,8 @@ is active when its score reaches ``active_score``. The rules, in priority order:
    stand in); of a pose stream, that pose is left out (no obstacle or slip from it).
 2. contact: the sim is (or just was) in contact and the real-minus-sim force residual,
    relative to ``contact_force_n`` plus ``contact_force_rel`` of the sim force (or, in a
-   light contact, to ``contact_share`` of the sim force, at least ``contact_share_min_n``), is large,
+   light contact with no stiff load on the joints, to ``contact_share`` of the sim force,
+   at least ``contact_share_min_n``), is large,
    and the joints stay near their sim twins (a joint residual beyond
    ``contact_actuation_rad`` that the delay/gain fit explains is dynamics, with the
    wrist's residual or without one: the arm's actuation changed, which changes how hard
@@ -333,6 +334,7 @@ def _friction_starting(f: TickFeatures, cfg: AttributionConfig, w: _Wrist) -> bo
 
 
 def _put_friction_starting(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
+    """Joint friction starting, scored by the effort residual over the friction floor."""
     scores.put("dynamics", _ramp(f.effort_residual, _friction_min(f, cfg)), "joint_friction",
                {**_common_evidence(f, w.ext_n), "friction_along_share": f"{f.friction_along_share:.2f}"})
 
