@@ -355,6 +355,13 @@ def test_without_a_wrist_sensor_a_contact_gap_shows_in_the_joint_efforts() -> No
     # the sim pushes an object that is not where the real one is (seed 132, after a stall)
     displaced = dict(object_free_drift_m=0.0064, sim_tool_object_m=0.02, real_tool_object_m=0.2)
     assert active(feats(**contact, **displaced)) == {}
+    # seed 419 (panda7 wipe): 1.1 N m on one joint that flips with its motion, as the flip
+    # fit finds it, is friction in that joint (read as contact friction for 3 s before)
+    rubbing = {**contact, "effort_residual": 1.1, "joint_residual_rad": 0.001, "friction_nm": 0.95,
+               "friction_share": 0.85}
+    assert active(feats(**rubbing, ee_offset_m=np.array([0.0015, -0.001, 0.0002]))) == {"dynamics": "joint_friction"}
+    assert active(feats(**{**rubbing, "friction_share": 0.2}, ee_offset_m=np.array([0.0015, -0.001, 0.0002]))) == {
+        "contact": "friction"}
 
 
 def test_sliding_a_residual_at_the_sims_friction_ratio_is_the_surface_off_it_the_friction() -> None:

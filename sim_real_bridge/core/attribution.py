@@ -449,9 +449,10 @@ def _contact_without_wrench(f: TickFeatures, cfg: AttributionConfig, scores: _Sc
     """2b. contact without a wrist sensor: in modelled contact the joints carry an effort
     the sim's do not (a changed contact force on a position-held arm). Its direction is
     unknown, so the kind is read from where the tool went instead of the force. Not a
-    contact gap: joints off their twins (the arm's own motion differs: a stall, a gain) or
+    contact gap: joints off their twins (the arm's own motion differs: a stall, a gain),
     an object that is not where the sim has it (the sim pushes an object the real tool
-    does not reach)."""
+    does not reach), or an effort the flip fit finds flipping with its joint's motion
+    (friction in that joint)."""
     if (not f.joints_valid or f.effort_residual < cfg.contact_effort_nm
             or f.joint_residual_rad >= cfg.contact_actuation_rad or _object_displaced(f, cfg)):
         return
@@ -461,6 +462,9 @@ def _contact_without_wrench(f: TickFeatures, cfg: AttributionConfig, scores: _Sc
     if f.contact_carry:
         scores.put(f.contact_carry, s, f.last_kind.get(f.contact_carry, ""),
                    {**evidence, "carried_into_contact": "true"})
+    elif _frictional(f, cfg):
+        scores.put("dynamics", _ramp(f.friction_nm, _friction_min(f, cfg)), "joint_friction",
+                   {**evidence, "friction_nm": f"{f.friction_nm:.2f}", "friction_share": f"{f.friction_share:.2f}"})
     else:
         scores.put("contact", s, _contact_kind(f, cfg, -np.asarray(f.ee_offset_m, dtype=float)), evidence)
 
