@@ -261,7 +261,7 @@ def _wrench_rules(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _S
     elif f.wrench_valid and not w.free and not _weight_past_table(f, cfg, w):
         _contact_rule(f, cfg, w, scores)
     elif not w.free and not f.wrench_valid:
-        _contact_without_wrench(f, cfg, scores)
+        _contact_without_wrench(f, cfg, w, scores)
     elif _blocked_off_path(f, cfg) and not w.hand_sized:
         # pushed off its path further than a hand moves a position-held arm, by what the
         # wrist does not feel (a felt load the tool drags along is a hand): something
@@ -349,10 +349,10 @@ def _friction_min(f: TickFeatures, cfg: AttributionConfig) -> float:
     return above_noise(cfg, cfg.friction_min_nm, f.effort_noise)
 
 
-def _put_friction(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
+def _put_friction(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores, **extra: str) -> None:
     scores.put("dynamics", _ramp(f.friction_nm, _friction_min(f, cfg)), "joint_friction",
                {**_common_evidence(f, w.ext_n), "friction_nm": f"{f.friction_nm:.2f}",
-                "friction_share": f"{f.friction_share:.2f}"})
+                "friction_share": f"{f.friction_share:.2f}", **extra})
 
 
 def _payload_sag_min(f: TickFeatures, cfg: AttributionConfig) -> float:
@@ -445,7 +445,7 @@ def _object_displaced(f: TickFeatures, cfg: AttributionConfig) -> bool:
     return at_object and f.object_free_drift_m >= cfg.object_drift_m
 
 
-def _contact_without_wrench(f: TickFeatures, cfg: AttributionConfig, scores: _Scores) -> None:
+def _contact_without_wrench(f: TickFeatures, cfg: AttributionConfig, w: _Wrist, scores: _Scores) -> None:
     """2b. contact without a wrist sensor: in modelled contact the joints carry an effort
     the sim's do not (a changed contact force on a position-held arm). Its direction is
     unknown, so the kind is read from where the tool went instead of the force. Not a
@@ -463,8 +463,7 @@ def _contact_without_wrench(f: TickFeatures, cfg: AttributionConfig, scores: _Sc
         scores.put(f.contact_carry, s, f.last_kind.get(f.contact_carry, ""),
                    {**evidence, "carried_into_contact": "true"})
     elif _frictional(f, cfg):
-        scores.put("dynamics", _ramp(f.friction_nm, _friction_min(f, cfg)), "joint_friction",
-                   {**evidence, "friction_nm": f"{f.friction_nm:.2f}", "friction_share": f"{f.friction_share:.2f}"})
+        _put_friction(f, cfg, w, scores, wrench="missing")
     else:
         scores.put("contact", s, _contact_kind(f, cfg, -np.asarray(f.ee_offset_m, dtype=float)), evidence)
 

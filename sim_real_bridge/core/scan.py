@@ -360,8 +360,8 @@ def _stalls(state: ScanState, cfg: ScanConfig, names: tuple[str, ...], stalling:
     """Advance the per-joint stall timers; a stalled joint stays so until it moves again.
 
     Also whether the longest-stalled joint's drive has not pushed harder along its twin's
-    motion (by ``friction_min_nm``, raised to ``effort_noise``) since its stall began: stiction holds a joint until its
-    drive pushes past it, a stalled drive gives nothing.
+    motion (by ``friction_min_nm``, raised to ``effort_noise``) since its stall began:
+    stiction holds a joint until its drive pushes past it, a stalled drive gives nothing.
     """
     if not state.stall_s:
         state.stall_s = [0.0] * len(names)
